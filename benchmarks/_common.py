@@ -1,0 +1,284 @@
+"""Shared helpers for the bonsai benchmarks.
+
+* Deterministic synthetic data sets (``higgs_like``, ``year_like``), cached as
+  ``.npy`` files so every benchmark subprocess loads exactly the same arrays.
+* Peak-memory probes for the *current* process (``/proc/self/status``).
+* ``run_child``: run a worker command in a fresh interpreter and parse its JSON.
+* Small statistics / table-formatting helpers.
+
+Everything here is standard library + numpy so it can be imported by the
+workers before any boosting library is imported.
+"""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CACHE_DIR = Path(os.environ.get("BONSAI_BENCH_CACHE",
+                                Path(tempfile.gettempdir()) / "bonsai_bench_cache"))
+DATA_VERSION = 1          # bump when a generator changes, so stale caches are ignored
+TEST_FRACTION = 0.10      # the last 10% of rows is the test set
+_CHUNK = 100_000          # rows generated per chunk (bounds the float64 temporaries)
+RESULT_PREFIX = "BENCH_RESULT "
+
+
+# --------------------------------------------------------------------------- data
+def _chunks(n: int):
+    for start in range(0, n, _CHUNK):
+        yield start, min(n, start + _CHUNK)
+
+
+def higgs_like(n: int = 1_000_000, d: int = 28, seed: int = 20240601):
+    """Binary classification with a nonlinear signal (GBDT test AUC about 0.81).
+
+    Like HIGGS: a block of "low-level" noisy features plus "high-level" features
+    that are nonlinear functions of them. The label thresholds a latent score made of
+    products, sines, squares and an interaction of three features, plus heavy noise.
+    Returns X float32 (n, d), y float32 (n,) in {0, 1}.
+    """
+    if d < 12:
+        raise ValueError("higgs_like needs d >= 12")
+    X = np.empty((n, d), dtype=np.float32)
+    y = np.empty(n, dtype=np.float32)
+    for i, (a, b) in enumerate(_chunks(n)):
+        rng = np.random.default_rng([seed, i])
+        m = b - a
+        Z = rng.standard_normal((m, d))
+        # A few heavy-tailed, non-negative "momentum / mass" style columns.
+        Z[:, 0] = np.abs(Z[:, 0]) * np.exp(0.3 * Z[:, 1])
+        Z[:, 5] = np.log1p(np.exp(Z[:, 5] * 1.5))
+        latent = (0.9 * Z[:, 2] * Z[:, 3]
+                  + np.sin(2.0 * Z[:, 4]) * 1.2
+                  + 0.5 * (Z[:, 6] ** 2 - 1.0)
+                  + 0.6 * np.tanh(Z[:, 7] + Z[:, 8])
+                  + 0.4 * Z[:, 9] * Z[:, 10] * np.sign(Z[:, 11])
+                  + 0.3 * np.log1p(Z[:, 0]) - 0.3 * Z[:, 5] + 0.35)
+        latent += rng.standard_normal(m) * 1.6          # irreducible noise
+        # "High-level" features: noisy nonlinear views of the low-level ones.
+        if d >= 16:
+            Z[:, 12] = Z[:, 2] * Z[:, 3] + 0.5 * rng.standard_normal(m)
+            Z[:, 13] = np.sin(2.0 * Z[:, 4]) + 0.5 * rng.standard_normal(m)
+            Z[:, 14] = np.hypot(Z[:, 7], Z[:, 8])
+            Z[:, 15] = Z[:, 9] * Z[:, 10] + 0.5 * rng.standard_normal(m)
+        X[a:b] = Z
+        y[a:b] = latent > 0.0
+    return X, y
+
+
+def year_like(n: int = 500_000, d: int = 90, seed: int = 20240602):
+    """Regression like YearPredictionMSD: correlated features, target ~ a year.
+
+    Features are a low-rank mix of 12 latent factors plus per-feature noise, so
+    columns are correlated the way timbre averages / covariances are. The target is
+    a nonlinear function of the factors, centred near 1998 with noise sd 6.
+    Returns X float32 (n, d), y float32 (n,).
+    """
+    k = 12
+    load_rng = np.random.default_rng([seed, 10**6])
+    loadings = load_rng.standard_normal((k, d)) / np.sqrt(k)
+    scales = np.exp(load_rng.uniform(-1.0, 2.0, size=d))     # mixed column scales
+    X = np.empty((n, d), dtype=np.float32)
+    y = np.empty(n, dtype=np.float32)
+    for i, (a, b) in enumerate(_chunks(n)):
+        rng = np.random.default_rng([seed, i])
+        m = b - a
+        F = rng.standard_normal((m, k))
+        X[a:b] = ((F @ loadings + 0.5 * rng.standard_normal((m, d))) * scales)
+        signal = (3.0 * F[:, 0] + 2.0 * np.sin(1.5 * F[:, 1]) + 1.5 * F[:, 2] * F[:, 3]
+                  + 1.0 * np.maximum(F[:, 4], 0.0) ** 2 - 1.2 * np.abs(F[:, 5])
+                  + 0.8 * np.tanh(F[:, 6] * F[:, 7]))
+        y[a:b] = 1998.0 + 2.0 * signal + 6.0 * rng.standard_normal(m)
+    return X, y
+
+
+SHAPES = {
+    # name: (generator, default rows, features, task)
+    "higgs": (higgs_like, 1_000_000, 28, "binary"),
+    "year": (year_like, 500_000, 90, "regression"),
+}
+
+
+def split(X, y, test_fraction: float = TEST_FRACTION):
+    """Deterministic split: the last ``test_fraction`` of the rows is the test set."""
+    cut = int(round(len(y) * (1.0 - test_fraction)))
+    return X[:cut], y[:cut], X[cut:], y[cut:]
+
+
+def _cache_path(shape: str, n: int) -> Path:
+    _, _, d, _ = SHAPES[shape]
+    return CACHE_DIR / f"{shape}_n{n}_d{d}_v{DATA_VERSION}"
+
+
+def ensure_cached(shape: str, n: int | None = None) -> Path:
+    """Generate ``shape`` with ``n`` rows once and store train/test .npy files."""
+    gen, default_n, d, _ = SHAPES[shape]
+    n = int(n or default_n)
+    path = _cache_path(shape, n)
+    names = ("X_train", "y_train", "X_test", "y_test")
+    if all((path / f"{k}.npy").exists() for k in names):
+        return path
+    path.mkdir(parents=True, exist_ok=True)
+    X, y = gen(n=n, d=d)
+    for k, arr in zip(names, split(X, y)):
+        tmp = path / f".{k}.{os.getpid()}.npy"
+        np.save(tmp, np.ascontiguousarray(arr))
+        os.replace(tmp, path / f"{k}.npy")       # atomic: readers never see a partial file
+    return path
+
+
+def load_cached(shape: str, n: int | None = None):
+    """Load (X_train, y_train, X_test, y_test) fully into memory (no mmap)."""
+    path = ensure_cached(shape, n)
+    return tuple(np.load(path / f"{k}.npy", mmap_mode=None)
+                 for k in ("X_train", "y_train", "X_test", "y_test"))
+
+
+# ------------------------------------------------------------------------- memory
+def _status_kib(field: str) -> int | None:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def rss_mib() -> float:
+    """Current resident set size of this process, MiB."""
+    kib = _status_kib("VmRSS")
+    if kib is None:      # non-Linux fallback: the peak is the best we have
+        return peak_rss_mib()
+    return kib / 1024.0
+
+
+def peak_rss_mib() -> float:
+    """Peak resident set size of this process so far (since the last reset), MiB."""
+    kib = _status_kib("VmHWM")
+    if kib is None:
+        kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        if sys.platform == "darwin":
+            kib //= 1024                     # macOS reports bytes
+    return kib / 1024.0
+
+
+def reset_peak_rss() -> bool:
+    """Reset this process's peak RSS to its current RSS (Linux >= 4.0).
+
+    Lets a worker exclude transient peaks that happened before the measured region
+    (e.g. LLVM compiling kernels during a warm-up). Returns False if unsupported.
+    """
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+# ----------------------------------------------------------------------- children
+def child_env(threads: int, extra: dict | None = None) -> dict:
+    """Environment for a worker: thread counts pinned for every runtime."""
+    env = dict(os.environ)
+    for var in ("OMP_NUM_THREADS", "NUMBA_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                "MKL_NUM_THREADS"):
+        env[var] = str(threads)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(REPO_ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    env.update(extra or {})
+    return env
+
+
+def emit_result(result: dict) -> None:
+    """Called by a worker: print its result as one JSON line the parent can find."""
+    print(RESULT_PREFIX + json.dumps(result), flush=True)
+
+
+def _machine_busy_s() -> float | None:
+    """CPU-seconds all processes on the machine have spent busy (Linux /proc/stat)."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)      # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def _children_cpu_s() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def run_child(argv: list[str], env: dict, timeout: float) -> dict:
+    """Run ``python argv...`` in a fresh process; return its JSON result.
+
+    Always returns a dict: on failure it holds ``error`` (the last lines of stderr or
+    the reason) so callers can print it and carry on. ``wall_s`` is the whole
+    process's wall-clock time, interpreter start included. ``others_cores`` is the
+    average number of cores that *other* processes kept busy meanwhile: a noisy
+    neighbour shows up there (results from a busy machine should not be quoted).
+    """
+    busy0, kids0 = _machine_busy_s(), _children_cpu_s()
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run([sys.executable, *argv], env=env, capture_output=True,
+                              text=True, timeout=timeout, cwd=str(REPO_ROOT))
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:.0f}s"}
+    wall = time.perf_counter() - t0
+    busy1 = _machine_busy_s()
+    others = None
+    if busy0 is not None and busy1 is not None and wall > 0:
+        others = max(0.0, (busy1 - busy0) - (_children_cpu_s() - kids0)) / wall
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith(RESULT_PREFIX):
+            res = json.loads(line[len(RESULT_PREFIX):])
+            res.setdefault("wall_s", wall)
+            res["others_cores"] = others
+            return res
+    tail = [ln for ln in (proc.stderr or proc.stdout).strip().splitlines() if ln.strip()]
+    msg = tail[-1] if tail else f"exit code {proc.returncode}, no output"
+    return {"error": f"rc={proc.returncode}: {msg[:300]}", "wall_s": wall}
+
+
+# ------------------------------------------------------------------------- report
+BUSY_CORES = 0.25   # flag a run if other processes averaged more than this many cores
+
+
+def busy_note(res: dict) -> str:
+    o = res.get("others_cores")
+    return f"  [BUSY: others used {o:.1f} cores]" if o is not None and o > BUSY_CORES else ""
+
+
+def median_or_none(values):
+    vals = [v for v in values if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+def fmt(value, spec: str = ".2f", missing: str = "-") -> str:
+    return missing if value is None else format(value, spec)
+
+
+def print_table(headers: list[str], rows: list[list[str]]) -> None:
+    """Plain-text table, first column left-aligned, the rest right-aligned."""
+    widths = [max(len(str(r[i])) for r in [headers] + rows) for i in range(len(headers))]
+
+    def line(cells):
+        return "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths)))
+    print(line(headers))
+    print("  ".join("-" * w for w in widths))
+    for r in rows:
+        print(line(r))

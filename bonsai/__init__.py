@@ -1,0 +1,18 @@
+"""bonsai: histogram gradient-boosted decision trees, bit-identical at any thread count.
+
+Public API: ``Dataset``, ``train``, ``Booster``, ``BonsaiRegressor``,
+``BonsaiClassifier``, the callbacks, and ``warmup``.
+"""
+__version__ = "0.1.0"
+
+from ._threads import configure_threading_layer as _configure_threading_layer
+
+_configure_threading_layer()
+
+from .booster import Booster  # noqa: E402
+from .boosting import train  # noqa: E402
+from .callbacks import EarlyStopping, EvaluationMonitor, TrainingCallback  # noqa: E402
+from .dataset import Dataset  # noqa: E402
+
+__all__ = ["Booster", "Dataset", "EarlyStopping", "EvaluationMonitor", "TrainingCallback",
+           "train", "__version__"]

@@ -1,0 +1,48 @@
+"""The dtypes every module agrees on, and why.
+
+* ``X_BINNED``: uint8 when every feature fits in 256 bin codes (``max_bin <= 255``
+  non-missing bins plus one missing bin), uint16 otherwise.  Row-major (C order),
+  because gathered node histograms read whole rows: one cache line per row.
+* ``GRAD``: float32 gradients and hessians, shape (K, n).  They are only read once
+  per tree, by the fixed-point quantizer.
+* ``HIST``: int64 fixed-point histogram cells ``[grad, hess, count]``.  Gradients are
+  scaled once per tree by a power of two chosen so that no sum over all rows can
+  overflow (see ``fixed_point_scale``).  Integer sums are exact, so a histogram is
+  bit-identical whatever order or thread partition filled it, and sibling
+  subtraction is exact (no negative hessian can appear).
+* ``IDX``: uint32 sample indices (n < 2**32).
+* ``SCORE``: float64 raw margins, gains and leaf values.
+"""
+import numpy as np
+
+GRAD = np.float32
+HIST = np.int64
+IDX = np.uint32
+SCORE = np.float64
+N_HIST_CHANNELS = 3  # grad, hess, count
+
+# The fixed-point budget: |sum of n quantized values| <= n * (max|v| * scale + 0.5)
+# <= 2**62 + n / 2 < 2**63 for n < 2**62.  See ``fixed_point_scale``.
+FIXED_POINT_BITS = 62
+MAX_SCALE_EXPONENT = 60
+
+
+def binned_dtype(max_bin):
+    """uint8 if ``max_bin`` non-missing bins plus the missing bin fit in a byte."""
+    return np.uint8 if max_bin <= 255 else np.uint16
+
+
+def fixed_point_scale(max_abs, n_rows):
+    """Power-of-two scale ``s`` so that ``n_rows * max_abs * s <= 2**62``.
+
+    Each value is stored as ``rint(v * s)``; with ``|v| <= max_abs`` a sum over at
+    most ``n_rows`` values is bounded by ``n_rows * (max_abs * s + 0.5) < 2**63``,
+    so int64 cells never overflow, in any order.
+    """
+    if not np.isfinite(max_abs):
+        raise FloatingPointError("non-finite gradient or hessian")
+    if max_abs <= 0.0 or n_rows <= 0:
+        return 1.0
+    e = int(np.floor(np.log2(2.0 ** FIXED_POINT_BITS / (float(n_rows) * float(max_abs)))))
+    e = min(e, MAX_SCALE_EXPONENT)
+    return float(2.0 ** e)

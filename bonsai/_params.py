@@ -1,0 +1,540 @@
+"""Parameter table, validation and resolution.
+
+This module owns every training parameter of bonsai. The single source of
+truth is :data:`PARAM_TABLE`, a tuple of :class:`ParamSpec` entries (name,
+accepted types, default, range check, doc) in the spirit of LightGBM's
+``config.h``. Everything else is derived from it:
+
+* :func:`validate_params` turns a user dict into a frozen, fully resolved
+  :class:`Params` object (validate once, at the API boundary; internal code
+  never re-checks parameters),
+* :data:`PARAM_NAMES` lists the canonical names (there are no aliases),
+* :func:`param_docs` renders the table as Markdown for the documentation.
+
+Error conventions
+-----------------
+* unknown parameter name -> ``ValueError`` naming it, with close matches,
+* wrong type -> ``TypeError`` naming the parameter and the value,
+* out of range -> ``ValueError`` naming the parameter, the value and the
+  allowed range.
+
+``n_threads`` is kept as given (``None`` = auto) and resolved lazily by
+:func:`bonsai._threads.resolve_n_threads`; it is never written to a model
+file, so :meth:`Params.to_dict` leaves it out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "OBJECTIVES",
+    "GROW_POLICIES",
+    "PARAM_NAMES",
+    "PARAM_TABLE",
+    "ParamSpec",
+    "Params",
+    "param_docs",
+    "validate_params",
+]
+
+OBJECTIVES = (
+    "squared_error", "absolute_error", "huber", "quantile", "poisson",
+    "gamma", "tweedie", "binary", "multiclass",
+)
+GROW_POLICIES = ("depthwise", "leafwise", "oblivious")
+MAX_LEAVES_LIMIT = 131072  # same hard cap as LightGBM's num_leaves
+
+# Names users often bring from other libraries; only used for "did you mean".
+_HINTS = {
+    "num_leaves": "max_leaves", "max_leaf_nodes": "max_leaves",
+    "eta": "learning_rate", "shrinkage_rate": "learning_rate",
+    "num_boost_round": "n_estimators", "num_iterations": "n_estimators",
+    "num_trees": "n_estimators", "max_iter": "n_estimators",
+    "lambda": "reg_lambda", "lambda_l2": "reg_lambda", "l2_regularization": "reg_lambda",
+    "lambda_l1": "reg_alpha", "gamma_split": "min_split_gain",
+    "min_data_in_leaf": "min_child_samples", "min_samples_leaf": "min_child_samples",
+    "min_sum_hessian_in_leaf": "min_child_weight", "min_gain_to_split": "min_split_gain",
+    "bagging_fraction": "subsample", "feature_fraction": "colsample_bytree",
+    "feature_fraction_bynode": "colsample_bynode", "seed": "random_state",
+    "n_jobs": "n_threads", "nthread": "n_threads", "num_threads": "n_threads",
+    "metric": "eval_metric", "num_classes": "num_class", "max_bins": "max_bin",
+    "categorical_feature": "categorical_features", "verbose": "verbosity",
+    "loss": "objective", "init_score": "base_score",
+}
+
+
+# ---------------------------------------------------------------------------
+# Type tags: each accepts a raw value and returns (ok, normalised value).
+# ---------------------------------------------------------------------------
+
+def _as_int(v):
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+        return False, None
+    return True, int(v)
+
+
+def _as_float(v):
+    if isinstance(v, (bool, np.bool_)) or not isinstance(
+            v, (int, float, np.integer, np.floating)):
+        return False, None
+    return True, float(v)
+
+
+def _as_str(v):
+    return (True, str(v)) if isinstance(v, str) else (False, None)
+
+
+def _as_none(v):
+    return (True, None) if v is None else (False, None)
+
+
+def _as_callable(v):
+    return (True, v) if callable(v) and not isinstance(v, str) else (False, None)
+
+
+def _as_str_seq(v):
+    if isinstance(v, str):
+        return True, (str(v),)
+    if not isinstance(v, (list, tuple)) or not all(isinstance(s, str) for s in v):
+        return False, None
+    return True, tuple(str(s) for s in v)
+
+
+def _as_feature_seq(v):
+    if isinstance(v, np.ndarray):
+        if v.ndim != 1:
+            return False, None
+        v = v.tolist()
+    if not isinstance(v, (list, tuple)):
+        return False, None
+    out = []
+    for item in v:
+        ok, x = _as_int(item)
+        if not ok:
+            ok, x = _as_str(item)
+        if not ok:
+            return False, None
+        out.append(x)
+    return True, tuple(out)
+
+
+_TYPE_TAGS: dict[str, tuple[Callable[[Any], tuple[bool, Any]], str]] = {
+    "int": (_as_int, "an int"),
+    "float": (_as_float, "a float"),
+    "str": (_as_str, "a str"),
+    "None": (_as_none, "None"),
+    "callable": (_as_callable, "a callable"),
+    "str_seq": (_as_str_seq, "a str or a list/tuple of str"),
+    "feature_seq": (_as_feature_seq, "a list of int indices / str names"),
+}
+
+
+def _type_desc(types: tuple[str, ...]) -> str:
+    return " or ".join(_TYPE_TAGS[t][1] for t in types)
+
+
+def _short_repr(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 80 else r[:77] + "..."
+
+
+# ---------------------------------------------------------------------------
+# Range checks. A check is called with (name, value) for non-None values and
+# raises ValueError; ``allowed`` is the human-readable allowed set.
+# ---------------------------------------------------------------------------
+
+class Check:
+    """Base class of range checks; ``allowed`` describes the valid set."""
+
+    allowed: str = ""
+
+    def __call__(self, name: str, value: Any) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def fail(self, name: str, value: Any, extra: str = "",
+             what: str = "is out of range") -> None:
+        raise ValueError(
+            f"parameter {name!r} = {_short_repr(value)} {what}; "
+            f"allowed: {self.allowed}{extra}")
+
+
+class Interval(Check):
+    """Numeric interval, optionally with extra discrete allowed values."""
+
+    def __init__(self, lo=-math.inf, hi=math.inf, lo_closed=True, hi_closed=True,
+                 also=(), allowed=None):
+        self.lo, self.hi = lo, hi
+        self.lo_closed, self.hi_closed = lo_closed, hi_closed
+        self.also = tuple(also)
+        left = "[" if lo_closed and lo != -math.inf else "("
+        right = "]" if hi_closed and hi != math.inf else ")"
+        fmt = lambda x: "inf" if x == math.inf else "-inf" if x == -math.inf else repr(x)
+        self.allowed = f"{left}{fmt(lo)}, {fmt(hi)}{right}"
+        if self.also:
+            self.allowed += " or " + " or ".join(repr(a) for a in self.also)
+        if allowed is not None:
+            self.allowed = allowed
+
+    def __call__(self, name, value):
+        if not isinstance(value, (int, float)):  # e.g. callable/str branch
+            return
+        if value in self.also:
+            return
+        if isinstance(value, float) and not math.isfinite(value):
+            self.fail(name, value, " (must be finite)")
+        lo_ok = value >= self.lo if self.lo_closed else value > self.lo
+        hi_ok = value <= self.hi if self.hi_closed else value < self.hi
+        if not (lo_ok and hi_ok):
+            self.fail(name, value)
+
+
+class Choices(Check):
+    """String must be one of a fixed set (callables pass if allowed)."""
+
+    def __init__(self, choices, allow_callable=False):
+        self.choices = tuple(choices)
+        self.allow_callable = allow_callable
+        self.allowed = "one of " + ", ".join(repr(c) for c in self.choices)
+        if allow_callable:
+            self.allowed += ", or a callable"
+
+    def __call__(self, name, value):
+        if not isinstance(value, str) or value in self.choices:
+            return
+        close = difflib.get_close_matches(value, self.choices, n=1)
+        self.fail(name, value, f" (did you mean {close[0]!r}?)" if close else "",
+                  what="is not valid")
+
+
+class DeviceCheck(Check):
+    """Only the CPU backend exists in this build."""
+
+    allowed = "'cpu'"
+
+    def __call__(self, name, value):
+        if value != "cpu":
+            raise ValueError(
+                f"parameter {name!r} = {_short_repr(value)} is not available: only "
+                f"device='cpu' is available in this build")
+
+
+class NonEmptyNames(Check):
+    """Sequence of metric names: each a non-empty str."""
+
+    allowed = "non-empty metric names"
+
+    def __call__(self, name, value):
+        for s in value:
+            if not s:
+                self.fail(name, value, " (empty metric name)")
+
+
+class FeatureList(Check):
+    """Categorical feature list: indices >= 0, non-empty names, no duplicates."""
+
+    allowed = "distinct feature indices >= 0 or non-empty feature names"
+
+    def __call__(self, name, value):
+        for item in value:
+            if (isinstance(item, int) and item < 0) or item == "":
+                self.fail(name, value, f" (bad entry {item!r})")
+        if len(set(value)) != len(value):
+            dup = sorted({repr(v) for v in value if value.count(v) > 1})
+            self.fail(name, value, f" (duplicate entries {', '.join(dup)})")
+
+
+# ---------------------------------------------------------------------------
+# The table.
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One parameter: canonical name, accepted type tags, default, check, doc."""
+
+    name: str
+    types: tuple[str, ...]
+    default: Any
+    check: Check | None
+    doc: str
+
+
+_POS = Interval(0, lo_closed=False)
+_NONNEG = Interval(0)
+_FRACTION = Interval(0, 1, lo_closed=False)
+_GE1 = Interval(1)
+
+PARAM_TABLE: tuple[ParamSpec, ...] = (
+    ParamSpec("objective", ("str", "callable"), "squared_error",
+              Choices(OBJECTIVES, allow_callable=True),
+              "Loss to minimise: a built-in name or fobj(y_true, y_pred_raw) -> (grad, hess)."),
+    ParamSpec("n_estimators", ("int",), 100, _GE1, "Number of boosting rounds."),
+    ParamSpec("learning_rate", ("float",), 0.1, _POS, "Shrinkage applied to each tree."),
+    ParamSpec("grow_policy", ("str",), "depthwise", Choices(GROW_POLICIES),
+              "Tree growth: level by level, best leaf first, or symmetric (oblivious)."),
+    ParamSpec("max_depth", ("int", "None"), None, Interval(0, 64),
+              "Maximum depth, 0 = unlimited. None -> 6 (depthwise/oblivious), 0 (leafwise)."),
+    ParamSpec("max_leaves", ("int", "None"), None, Interval(2, MAX_LEAVES_LIMIT, also=(0,)),
+              "Maximum leaves per tree, 0 = unlimited. None -> 31 (leafwise), 0 otherwise."),
+    ParamSpec("max_bin", ("int",), 255, Interval(2, 65535),
+              "Maximum number of histogram bins per feature."),
+    ParamSpec("min_child_weight", ("float",), 1e-3, _NONNEG,
+              "Minimum sum of hessians in a child."),
+    ParamSpec("min_child_samples", ("int",), 20, _GE1, "Minimum number of samples in a child."),
+    ParamSpec("min_split_gain", ("float",), 0.0, _NONNEG, "Minimum gain to make a split."),
+    ParamSpec("reg_lambda", ("float",), 1.0, _NONNEG, "L2 regularisation on leaf values."),
+    ParamSpec("reg_alpha", ("float",), 0.0, _NONNEG, "L1 regularisation on leaf values."),
+    ParamSpec("max_delta_step", ("float",), 0.0, _NONNEG,
+              "Cap on the absolute leaf output, 0 = no limit."),
+    ParamSpec("subsample", ("float",), 1.0, _FRACTION, "Row fraction sampled per tree."),
+    ParamSpec("colsample_bytree", ("float",), 1.0, _FRACTION,
+              "Feature fraction sampled per tree."),
+    ParamSpec("colsample_bylevel", ("float",), 1.0, _FRACTION,
+              "Feature fraction sampled per depth level (of the tree's features)."),
+    ParamSpec("colsample_bynode", ("float",), 1.0, _FRACTION,
+              "Feature fraction sampled per split (of the level's features)."),
+    ParamSpec("random_state", ("int", "None"), 0, Interval(0, 2**63 - 1, allowed="[0, 2**63 - 1]"),
+              "Seed for row/feature sampling; None -> 0. Generators are not accepted."),
+    ParamSpec("n_threads", ("int", "None"), None, _GE1,
+              "Worker threads; None = all available (cgroup aware). Not saved in models."),
+    ParamSpec("early_stopping_rounds", ("int", "None"), None, _GE1,
+              "Stop when the first validation metric has not improved for this many rounds."),
+    ParamSpec("eval_metric", ("str_seq", "None"), None, NonEmptyNames(),
+              "Metric name(s) evaluated on validation sets; None = objective's default."),
+    ParamSpec("base_score", ("float", "None"), None, Interval(allowed="any finite float"),
+              "Initial margin; None = boost from the (weighted) average."),
+    ParamSpec("alpha", ("float",), 0.9, Interval(0, 1, False, False),
+              "Quantile level for objective='quantile'."),
+    ParamSpec("huber_delta", ("float",), 1.0, _POS, "Transition point of the Huber loss."),
+    ParamSpec("tweedie_variance_power", ("float",), 1.5, Interval(1, 2, False, False),
+              "Variance power of the Tweedie loss."),
+    ParamSpec("num_class", ("int", "None"), None, _GE1,
+              "Number of classes; required by objective='multiclass' in train()."),
+    ParamSpec("categorical_features", ("feature_seq", "None"), None, FeatureList(),
+              "Features (indices or names) treated as categorical."),
+    ParamSpec("device", ("str",), "cpu", DeviceCheck(), "Compute device; only 'cpu'."),
+    ParamSpec("verbosity", ("int",), 1, Interval(0, 3),
+              "0 = silent, 1 = warnings, 2 = info, 3 = debug."),
+)
+
+PARAM_NAMES: tuple[str, ...] = tuple(s.name for s in PARAM_TABLE)
+_SPECS: dict[str, ParamSpec] = {s.name: s for s in PARAM_TABLE}
+
+
+# ---------------------------------------------------------------------------
+# The resolved object.
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Params:
+    """Validated, fully resolved training parameters (immutable).
+
+    Build it with :func:`validate_params`; the attributes are the canonical
+    names of :data:`PARAM_TABLE` with ``None`` defaults already resolved
+    (``max_depth``, ``max_leaves``, ``random_state``). ``eval_metric`` and
+    ``categorical_features`` are tuples (or ``None``). ``n_threads`` keeps the
+    user's value (``None`` = auto).
+    """
+
+    objective: str | Callable
+    n_estimators: int
+    learning_rate: float
+    grow_policy: str
+    max_depth: int
+    max_leaves: int
+    max_bin: int
+    min_child_weight: float
+    min_child_samples: int
+    min_split_gain: float
+    reg_lambda: float
+    reg_alpha: float
+    max_delta_step: float
+    subsample: float
+    colsample_bytree: float
+    colsample_bylevel: float
+    colsample_bynode: float
+    random_state: int
+    n_threads: int | None
+    early_stopping_rounds: int | None
+    eval_metric: tuple[str, ...] | None
+    base_score: float | None
+    alpha: float
+    huber_delta: float
+    tweedie_variance_power: float
+    num_class: int | None
+    categorical_features: tuple[int | str, ...] | None
+    device: str
+    verbosity: int
+    # The user's (unresolved) input, so that replace() re-resolves correctly.
+    _given: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Resolved parameters as a plain dict for the model file.
+
+        Excludes ``n_threads`` (a property of the machine, not the model).
+        Tuples become lists so the dict round-trips through JSON unchanged.
+        A callable ``objective`` is returned as is; serialisers must replace
+        it. ``validate_params(p.to_dict())`` reproduces ``p`` (up to
+        ``n_threads``).
+        """
+        out = {}
+        for name in PARAM_NAMES:
+            if name == "n_threads":
+                continue
+            v = getattr(self, name)
+            out[name] = list(v) if isinstance(v, tuple) else v
+        return out
+
+    def replace(self, **changes: Any) -> Params:
+        """Return a new, re-validated :class:`Params` with ``changes`` applied.
+
+        Resolution is redone from the user's original input, so e.g.
+        ``p.replace(grow_policy="leafwise")`` re-resolves an unset
+        ``max_depth`` to 0 instead of keeping the depthwise default 6.
+        """
+        base = dict(self._given) if self._given else {
+            name: getattr(self, name) for name in PARAM_NAMES}
+        base.update(changes)
+        return validate_params(base)
+
+
+_FIELDS = tuple(f.name for f in dataclasses.fields(Params) if f.name != "_given")
+if _FIELDS != PARAM_NAMES:  # keep the class in lock-step with the table
+    raise ImportError(f"Params fields {_FIELDS} do not match PARAM_TABLE {PARAM_NAMES}")
+
+
+# ---------------------------------------------------------------------------
+# Validation.
+# ---------------------------------------------------------------------------
+
+def _suggest(name: str) -> str:
+    candidates = []
+    if name in _HINTS:
+        candidates.append(_HINTS[name])
+    for c in difflib.get_close_matches(name, PARAM_NAMES, n=3, cutoff=0.6):
+        if c not in candidates:
+            candidates.append(c)
+    return f" (did you mean {', '.join(repr(c) for c in candidates)}?)" if candidates else ""
+
+
+def _coerce(spec: ParamSpec, value: Any) -> Any:
+    for tag in spec.types:
+        ok, out = _TYPE_TAGS[tag][0](value)
+        if ok:
+            return out
+    hint = ""
+    if isinstance(value, (np.random.Generator, np.random.RandomState)):
+        hint = "; pass an integer seed"
+    raise TypeError(
+        f"parameter {spec.name!r} must be {_type_desc(spec.types)}, got "
+        f"{_short_repr(value)} (type {type(value).__name__}){hint}")
+
+
+def _resolve(v: dict[str, Any]) -> None:
+    """Resolve ``None`` defaults that depend on other parameters (in place)."""
+    policy = v["grow_policy"]
+    if v["max_leaves"] is None:
+        v["max_leaves"] = 31 if policy == "leafwise" else 0
+    if v["max_depth"] is None:
+        v["max_depth"] = 0 if policy == "leafwise" else 6
+    depth, leaves = v["max_depth"], v["max_leaves"]
+    if policy == "oblivious":
+        if depth == 0:
+            raise ValueError(
+                "parameter 'max_depth' = 0 (unlimited) is out of range for "
+                "grow_policy='oblivious'; allowed: [1, 64]")
+        if leaves != 0:
+            raise ValueError(
+                f"parameter 'max_leaves' = {leaves!r} is not supported by "
+                "grow_policy='oblivious' (an oblivious tree has 2**max_depth "
+                "leaves); allowed: None or 0")
+    elif depth == 0 and leaves == 0:
+        raise ValueError(
+            f"grow_policy={policy!r} with max_depth=0 and max_leaves=0 would grow "
+            "unbounded trees; set max_depth in [1, 64] or max_leaves >= 2")
+    if v["random_state"] is None:
+        v["random_state"] = 0
+    obj, k = v["objective"], v["num_class"]
+    if isinstance(obj, str) and obj != "multiclass" and k is not None and k > 1:
+        raise ValueError(
+            f"parameter 'num_class' = {k!r} requires objective='multiclass'; "
+            f"objective={obj!r} needs num_class None or 1")
+
+
+def validate_params(params: Mapping[str, Any] | Params | None = None) -> Params:
+    """Validate and resolve a parameter dict.
+
+    Parameters
+    ----------
+    params : mapping of str to value, Params or None
+        User parameters by canonical name; missing ones take their default.
+        A :class:`Params` instance is returned unchanged.
+
+    Returns
+    -------
+    Params
+        Frozen, fully resolved parameters.
+
+    Raises
+    ------
+    ValueError
+        Unknown parameter name (close names are suggested), out-of-range
+        value, or inconsistent combination (e.g. unbounded leafwise trees).
+    TypeError
+        A value of the wrong type (``bool`` is never accepted as a number).
+    """
+    if isinstance(params, Params):
+        return params
+    if params is None:
+        params = {}
+    if not isinstance(params, Mapping):
+        raise TypeError(f"params must be a dict, got {type(params).__name__}")
+    for key in params:
+        if not isinstance(key, str):
+            raise TypeError(f"parameter names must be str, got {key!r}")
+    unknown = [k for k in params if k not in _SPECS]
+    if unknown:
+        msgs = [f"{k!r}{_suggest(k)}" for k in unknown]
+        raise ValueError(
+            f"unknown parameter{'s' if len(unknown) > 1 else ''} {', '.join(msgs)}; "
+            f"see bonsai._params.PARAM_NAMES for the valid names")
+    values: dict[str, Any] = {}
+    for spec in PARAM_TABLE:
+        raw = params.get(spec.name, spec.default)
+        value = _coerce(spec, raw)
+        if value is not None and spec.check is not None:
+            spec.check(spec.name, value)
+        values[spec.name] = value
+    _resolve(values)
+    return Params(**values, _given=dict(params))
+
+
+# ---------------------------------------------------------------------------
+# Documentation.
+# ---------------------------------------------------------------------------
+
+def param_docs() -> str:
+    """Render :data:`PARAM_TABLE` as a Markdown table.
+
+    Returns
+    -------
+    str
+        A table with columns parameter, type, default, allowed values and
+        description, one row per parameter in table order.
+    """
+    esc = lambda s: str(s).replace("|", "\\|")
+    lines = ["| Parameter | Type | Default | Allowed | Description |",
+             "|---|---|---|---|---|"]
+    for s in PARAM_TABLE:
+        allowed = s.check.allowed if s.check is not None else "any"
+        lines.append(
+            f"| `{s.name}` | {esc(_type_desc(s.types))} | `{s.default!r}` | "
+            f"{esc(allowed)} | {esc(s.doc)} |")
+    return "\n".join(lines) + "\n"

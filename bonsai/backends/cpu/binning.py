@@ -1,0 +1,135 @@
+"""CPU kernels of the binning stage: per-feature quantile summaries, greedy bin
+thresholds, and the mapping of raw feature values to bin codes.
+
+Bin convention (shared with split finding and prediction): a feature with ``t``
+thresholds ``thr[0] < ... < thr[t-1]`` has value bins ``0..t`` where
+``bin(x) = #{j : thr[j] < x}``, so ``x <= thr[b]  <=>  bin(x) <= b``.  NaN maps to
+the feature's missing bin ``t + 1``.  +inf lands in bin ``t`` and -inf in bin 0.
+"""
+import numpy as np
+from numba import njit, prange
+
+_ROW_BLOCK = 4096
+
+
+@njit(parallel=True, cache=True)
+def map_to_bins(X, thresholds, thr_offsets, out):
+    """Bin a raw matrix.
+
+    Parameters
+    ----------
+    X : (n, F) float32 or float64, any order, IN
+    thresholds : (sum t_f,) float64, IN -- feature f owns ``thresholds[thr_offsets[f]:thr_offsets[f+1]]``
+    thr_offsets : (F + 1,) int64, IN
+    out : (n, F) uint8 or uint16, C order, OUT
+    """
+    n, n_features = X.shape
+    n_blocks = (n + _ROW_BLOCK - 1) // _ROW_BLOCK
+    for blk in prange(n_blocks):
+        r0 = blk * _ROW_BLOCK
+        r1 = min(n, r0 + _ROW_BLOCK)
+        for f in range(n_features):
+            t0 = thr_offsets[f]
+            nt = thr_offsets[f + 1] - t0
+            for r in range(r0, r1):
+                x = X[r, f]
+                if np.isnan(x):
+                    out[r, f] = nt + 1
+                else:
+                    lo = 0
+                    hi = nt
+                    while lo < hi:
+                        mid = (lo + hi) >> 1
+                        if thresholds[t0 + mid] < x:
+                            lo = mid + 1
+                        else:
+                            hi = mid
+                    out[r, f] = lo
+
+
+@njit(parallel=True, cache=True)
+def summarize_columns(sample, weights, out_values, out_weights, out_sizes):
+    """Exact weighted summary of each column: sorted distinct non-NaN values with
+    their summed weights.
+
+    Parameters
+    ----------
+    sample : (m, F) float64, IN
+    weights : (m,) float64, IN
+    out_values, out_weights : (F, m) float64, OUT -- first ``out_sizes[f]`` entries valid
+    out_sizes : (F,) int64, OUT
+    """
+    m, n_features = sample.shape
+    for f in prange(n_features):
+        col = sample[:, f].copy()
+        order = np.argsort(col, kind="mergesort")
+        k = -1
+        prev = 0.0
+        for j in range(m):
+            v = col[order[j]]
+            if np.isnan(v):
+                break  # NaN sorts last
+            w = weights[order[j]]
+            if k >= 0 and v == prev:
+                out_weights[f, k] += w
+            else:
+                k += 1
+                out_values[f, k] = v
+                out_weights[f, k] = w
+                prev = v
+        out_sizes[f] = k + 1
+
+
+@njit(cache=True)
+def _midpoint(a, b):
+    t = a + (b - a) * 0.5
+    if not t < b:  # adjacent floats: keep a itself as the cut
+        t = a
+    return t
+
+
+@njit(cache=True)
+def greedy_thresholds(values, weights, max_bin, out):
+    """Choose at most ``max_bin - 1`` thresholds over a weighted distinct-value summary.
+
+    Every distinct value gets its own bin while there are at most ``max_bin`` of them.
+    Otherwise bins take roughly equal weight, and a value heavier than the running
+    mean bin weight is cut off into a bin of its own.  Thresholds are midpoints
+    between neighbouring distinct values.
+
+    Parameters
+    ----------
+    values, weights : (k,) float64 sorted distinct values and weights, IN
+    max_bin : int
+    out : (>= max_bin - 1,) float64, OUT
+
+    Returns
+    -------
+    int : the number of thresholds written.
+    """
+    k = values.shape[0]
+    if k <= 1:
+        return 0
+    if k <= max_bin:
+        for i in range(k - 1):
+            out[i] = _midpoint(values[i], values[i + 1])
+        return k - 1
+    rest = 0.0
+    for i in range(k):
+        rest += weights[i]
+    bins_left = max_bin
+    mean = rest / bins_left
+    acc = 0.0
+    n_out = 0
+    for i in range(k - 1):
+        acc += weights[i]
+        rest -= weights[i]
+        if acc >= mean or weights[i + 1] >= mean:
+            out[n_out] = _midpoint(values[i], values[i + 1])
+            n_out += 1
+            bins_left -= 1
+            if bins_left <= 1:
+                break
+            acc = 0.0
+            mean = rest / bins_left
+    return n_out

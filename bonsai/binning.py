@@ -1,0 +1,127 @@
+"""The binning stage: mergeable weighted quantile summaries and the ``BinMapper``
+that turns raw feature values into bin codes.
+
+A ``QuantileSummary`` per feature is a sorted array of distinct values with summed
+weights.  Summaries merge exactly (``merge``) and can be pruned to a bounded size
+(``prune``), so distributed training can build one summary per worker and agree on
+the same bin edges.  Thresholds are chosen greedily from a summary
+(``backends.cpu.binning.greedy_thresholds``).
+"""
+from typing import NamedTuple
+
+import numpy as np
+
+from ._dtypes import binned_dtype
+from .backends.cpu import binning as _kernels
+
+#: rows sampled to build the summaries (as LightGBM's bin_construct_sample_cnt)
+SAMPLE_ROWS = 200_000
+
+
+class QuantileSummary(NamedTuple):
+    """Sorted distinct values (float64) and their summed weights (float64)."""
+    values: np.ndarray
+    weights: np.ndarray
+
+    def merge(self, other):
+        """Exact union of two summaries (weights of equal values add)."""
+        v = np.concatenate([self.values, other.values])
+        w = np.concatenate([self.weights, other.weights])
+        order = np.argsort(v, kind="mergesort")
+        v = v[order]
+        w = w[order]
+        if v.size == 0:
+            return QuantileSummary(v, w)
+        starts = np.flatnonzero(np.concatenate([[True], v[1:] != v[:-1]]))
+        return QuantileSummary(v[starts], np.add.reduceat(w, starts))
+
+    def prune(self, max_size):
+        """Keep at most ``max_size`` entries at evenly spaced cumulative weight; the
+        weight of a dropped entry moves to the next kept one, so ranks stay within
+        one kept interval."""
+        k = self.values.size
+        if k <= max_size:
+            return self
+        cum = np.cumsum(self.weights)
+        targets = cum[-1] * (np.arange(1, max_size + 1) / max_size)
+        keep = np.unique(np.minimum(np.searchsorted(cum, targets, side="left"), k - 1))
+        keep[-1] = k - 1
+        kept_cum = cum[keep]
+        w = np.diff(np.concatenate([[0.0], kept_cum]))
+        return QuantileSummary(self.values[keep], w)
+
+
+def summarize(X, weights=None, sample_rows=SAMPLE_ROWS, random_state=0):
+    """One ``QuantileSummary`` per column of ``X`` over a deterministic row sample."""
+    n = X.shape[0]
+    if n > sample_rows:
+        rng = np.random.default_rng(random_state)
+        rows = np.sort(rng.choice(n, size=sample_rows, replace=False))
+        sample = np.asarray(X[rows], dtype=np.float64)
+        w = None if weights is None else weights[rows]
+    else:
+        sample = np.asarray(X, dtype=np.float64)
+        w = weights
+    m, n_features = sample.shape
+    w = np.ones(m) if w is None else np.ascontiguousarray(w, dtype=np.float64)
+    values = np.empty((n_features, m))
+    wts = np.empty((n_features, m))
+    sizes = np.empty(n_features, np.int64)
+    _kernels.summarize_columns(np.ascontiguousarray(sample), w, values, wts, sizes)
+    return [QuantileSummary(values[f, :sizes[f]].copy(), wts[f, :sizes[f]].copy())
+            for f in range(n_features)]
+
+
+class BinMapper:
+    """Per-feature thresholds and the bin layout shared by histograms and trees.
+
+    Attributes
+    ----------
+    thresholds : (sum t_f,) float64 -- feature f's thresholds are
+        ``thresholds[thr_offsets[f]:thr_offsets[f+1]]``
+    thr_offsets : (F + 1,) int64
+    n_value_bins : (F,) int64 -- ``t_f + 1`` non-missing bins; the missing bin is
+        ``n_value_bins[f]``
+    feat_off : (F + 1,) int64 -- histogram offsets, ``n_value_bins + 1`` bins each
+    """
+
+    def __init__(self, thresholds, thr_offsets, max_bin):
+        self.thresholds = np.ascontiguousarray(thresholds, dtype=np.float64)
+        self.thr_offsets = np.ascontiguousarray(thr_offsets, dtype=np.int64)
+        self.max_bin = int(max_bin)
+        self.n_value_bins = np.diff(self.thr_offsets) + 1
+        self.missing_bin = self.n_value_bins.copy()
+        self.feat_off = np.concatenate([[0], np.cumsum(self.n_value_bins + 1)]).astype(np.int64)
+        self.dtype = binned_dtype(self.max_bin)
+
+    @property
+    def n_features(self):
+        return self.n_value_bins.shape[0]
+
+    @classmethod
+    def from_summaries(cls, summaries, max_bin):
+        buf = np.empty(max(max_bin - 1, 1))
+        parts = []
+        for s in summaries:
+            k = _kernels.greedy_thresholds(s.values, s.weights, max_bin, buf)
+            parts.append(buf[:k].copy())
+        offsets = np.concatenate([[0], np.cumsum([p.size for p in parts])])
+        thr = np.concatenate(parts) if parts else np.empty(0)
+        return cls(thr, offsets, max_bin)
+
+    @classmethod
+    def fit(cls, X, max_bin, weights=None, random_state=0):
+        return cls.from_summaries(summarize(X, weights, random_state=random_state), max_bin)
+
+    def feature_thresholds(self, f):
+        return self.thresholds[self.thr_offsets[f]:self.thr_offsets[f + 1]]
+
+    def transform(self, X):
+        """Bin codes of ``X`` (float32/float64, any order), (n, F) C-order uint8/uint16."""
+        out = np.empty(X.shape, dtype=self.dtype)
+        _kernels.map_to_bins(X, self.thresholds, self.thr_offsets, out)
+        return out
+
+    def to_dict(self):
+        return {"max_bin": self.max_bin, "thresholds": self.thresholds.tolist(),
+                "thr_offsets": self.thr_offsets.tolist()}

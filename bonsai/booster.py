@@ -1,0 +1,228 @@
+"""``Booster``: a trained model.  Prediction (raw margins, transformed outputs, leaf
+indices, iteration ranges), feature importance, and model files (JSON file/string,
+pickle).  A Booster needs no training data to load or predict.
+"""
+import numpy as np
+
+from . import model_io
+from ._threads import resolve_n_threads, thread_context
+from .backends import get_backend
+from .data import to_matrix
+from .objectives import get_objective
+from .tree import concat, concat_oblivious
+
+
+class Booster:
+    """A gradient-boosted tree ensemble.
+
+    Create one with :func:`bonsai.train`, or load one: ``Booster(model_file=path)``,
+    ``Booster(model_str=text)``.
+    """
+
+    def __init__(self, model_file=None, model_str=None):
+        self.trees = []
+        self.tree_class = []
+        self.n_outputs = 1
+        self.n_features = 0
+        self.feature_names = None
+        self.base_score = np.zeros(1)
+        self.objective = "squared_error"
+        self.objective_params = {}
+        self.params = {}
+        self.grow_policy = "depthwise"
+        self.best_iteration = None
+        self.best_score = None
+        self.evals_result = {}
+        self.extra = {}
+        self.n_threads = None
+        self._cache = None
+        self._obj = None
+        if model_file is not None:
+            self.load_model(model_file)
+        elif model_str is not None:
+            self._load_string(model_str)
+
+    # ---- structure -------------------------------------------------------------
+    def num_trees(self):
+        return len(self.trees)
+
+    def num_boosted_rounds(self):
+        return len(self.trees) // self.n_outputs
+
+    def _objective(self):
+        if self._obj is None:
+            if self.objective == "custom":
+                self._obj = get_objective(lambda y, p: (y, p), {"num_class": self.n_outputs})
+            else:
+                self._obj = get_objective(self.objective, self.objective_params)
+        return self._obj
+
+    def metric_higher_is_better(self, name):
+        from .metrics import get_metric
+        return get_metric(name, self.objective_params).higher_is_better
+
+    def _append(self, tree, k):
+        self.trees.append(tree)
+        self.tree_class.append(int(k))
+        self._cache = None
+
+    # ---- prediction --------------------------------------------------------------
+    def _tree_range(self, iteration_range):
+        n_rounds = self.num_boosted_rounds()
+        if iteration_range is None or tuple(iteration_range) == (0, 0):
+            if self.best_iteration is not None:
+                return 0, (self.best_iteration + 1) * self.n_outputs
+            return 0, len(self.trees)
+        start, end = (int(v) for v in iteration_range)
+        if end == 0:
+            end = n_rounds
+        if not 0 <= start <= end <= n_rounds:
+            raise ValueError(f"iteration_range={iteration_range!r} is outside [0, {n_rounds}]")
+        return start * self.n_outputs, end * self.n_outputs
+
+    def _ensemble(self, t0, t1):
+        key = (t0, t1)
+        if self._cache is None or self._cache[0] != key:
+            trees = self.trees[t0:t1]
+            cls = self.tree_class[t0:t1]
+            obl = (concat_oblivious(trees, cls)
+                   if trees and all(t.oblivious for t in trees) else None)
+            self._cache = (key, concat(trees, cls), obl)
+        return self._cache[1], self._cache[2]
+
+    def _check_X(self, X):
+        X, names = to_matrix(X)
+        if X.shape[1] != self.n_features:
+            raise ValueError(f"X has {X.shape[1]} features, but the model was trained with "
+                             f"{self.n_features} features")
+        if names is not None and self.feature_names is not None and names != list(self.feature_names):
+            diff = [(a, b) for a, b in zip(names, self.feature_names) if a != b][:3]
+            raise ValueError(f"X's feature names differ from the model's (first differences, "
+                             f"X vs model: {diff}); reorder the columns to match")
+        if not X.flags.c_contiguous:
+            X = np.ascontiguousarray(X)
+        return X
+
+    def predict(self, X, output_margin=False, iteration_range=None, pred_leaf=False):
+        """Predict.
+
+        Parameters
+        ----------
+        X : array-like (n, F)
+        output_margin : bool -- raw margins instead of transformed outputs
+        iteration_range : (start, end) rounds, optional -- default: up to the best
+            iteration when early stopping ran, else every round
+        pred_leaf : bool -- return leaf node indices, shape (n, n_trees) int32
+
+        Returns
+        -------
+        (n,) for one output, (n, K) for multiclass; probabilities for ``binary``.
+        """
+        X = self._check_X(X)
+        t0, t1 = self._tree_range(iteration_range)
+        ens, obl = self._ensemble(t0, t1)
+        backend = get_backend("cpu")
+        with thread_context(resolve_n_threads(self.n_threads)):
+            if pred_leaf:
+                out = np.zeros((X.shape[0], t1 - t0), np.int32)
+                backend.predict_leaf(X, ens.feature, ens.threshold, ens.default_left, ens.left,
+                                     ens.right, ens.tree_offset, out)
+                return out
+            raw = np.empty((X.shape[0], self.n_outputs))
+            raw[:] = self.base_score
+            if obl is not None:
+                backend.predict_oblivious(X, obl.level_feature, obl.level_threshold,
+                                          obl.level_default_left, obl.level_offset,
+                                          obl.leaf_value, obl.leaf_offset, obl.tree_class, raw)
+            else:
+                backend.predict_raw(X, ens.feature, ens.threshold, ens.default_left, ens.left,
+                                    ens.right, ens.value, ens.tree_offset, ens.tree_class, raw)
+        if output_margin:
+            return raw[:, 0].copy() if self.n_outputs == 1 else raw
+        return self._objective().transform(np.ascontiguousarray(raw.T))
+
+    # ---- importance --------------------------------------------------------------
+    def feature_importance(self, importance_type="split", iteration_range=None):
+        """Per-feature importance: ``"split"`` (times used) or ``"gain"`` (total gain)."""
+        if importance_type not in ("split", "gain"):
+            raise ValueError(f"importance_type must be 'split' or 'gain', got {importance_type!r}")
+        t0, t1 = self._tree_range(iteration_range)
+        out = np.zeros(self.n_features)
+        for tree in self.trees[t0:t1]:
+            internal = tree.left >= 0
+            w = np.ones(int(internal.sum())) if importance_type == "split" else tree.gain[internal]
+            np.add.at(out, tree.feature[internal], w)
+        return out
+
+    # ---- model files -------------------------------------------------------------
+    def _to_doc(self):
+        from . import __version__
+        return {
+            "format": model_io.FORMAT, "schema_version": model_io.SCHEMA_VERSION,
+            "bonsai_version": __version__,
+            "objective": {"name": self.objective, "params": self.objective_params},
+            "n_outputs": self.n_outputs, "n_features": self.n_features,
+            "feature_names": self.feature_names, "base_score": list(map(float, self.base_score)),
+            "params": self.params, "grow_policy": self.grow_policy,
+            "best_iteration": self.best_iteration, "best_score": self.best_score,
+            "tree_class": self.tree_class, "trees": [t.to_dict() for t in self.trees],
+            "extra": self.extra,
+        }
+
+    def model_to_string(self):
+        """The model as deterministic JSON text (identical bytes for identical models)."""
+        return model_io.dumps(self._to_doc())
+
+    def save_model(self, fname):
+        with open(fname, "w", encoding="utf-8") as fh:
+            fh.write(self.model_to_string())
+        return self
+
+    def _load_string(self, text):
+        doc, trees = model_io.loads(text)
+        self.trees = trees
+        self.tree_class = list(doc["tree_class"])
+        self.n_outputs = doc["n_outputs"]
+        self.n_features = doc["n_features"]
+        self.feature_names = doc.get("feature_names")
+        self.base_score = np.asarray(doc["base_score"], dtype=np.float64)
+        obj = doc["objective"]
+        if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
+            raise ValueError("invalid model: bad 'objective' field")
+        self.objective = obj["name"]
+        self.objective_params = dict(obj.get("params") or {})
+        self.params = dict(doc.get("params") or {})
+        self.grow_policy = doc.get("grow_policy", "depthwise")
+        self.best_iteration = doc.get("best_iteration")
+        self.best_score = doc.get("best_score")
+        self.extra = dict(doc.get("extra") or {})
+        self._cache = None
+        self._obj = None
+        try:
+            self._objective()
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"invalid model: objective: {e}") from None
+        return self
+
+    def load_model(self, fname):
+        """Load a model file into this Booster (returns self)."""
+        with open(fname, "r", encoding="utf-8") as fh:
+            return self._load_string(fh.read())
+
+    def __getstate__(self):
+        return {"model": self.model_to_string(), "evals_result": self.evals_result,
+                "n_threads": self.n_threads}
+
+    def __setstate__(self, state):
+        self.__init__(model_str=state["model"])
+        self.evals_result = state.get("evals_result", {})
+        self.n_threads = state.get("n_threads")
+
+    def __copy__(self):
+        return Booster(model_str=self.model_to_string())
+
+    def __deepcopy__(self, memo):
+        b = self.__copy__()
+        b.evals_result = {k: {m: list(v) for m, v in d.items()} for k, d in self.evals_result.items()}
+        b.n_threads = self.n_threads
+        return b

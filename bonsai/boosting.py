@@ -1,0 +1,228 @@
+"""The boosting loop: ``train(params, train_set, ...) -> Booster``.
+
+    raw = init margins
+    per round:  grad/hess <- objective(y, raw)
+                rows <- subsample (seeded, without replacement)
+                per output k:  quantize -> grow one tree -> (renew L1 leaves) -> shrink
+                               raw[k] += leaf values over each leaf's row range
+                evaluate -> callbacks (early stopping, logging)
+"""
+import numpy as np
+
+from ._dtypes import GRAD, IDX
+from ._params import validate_params
+from ._threads import resolve_n_threads, thread_context
+from .backends import get_backend
+from .booster import Booster
+from .callbacks import EarlyStopping, TrainingCallback
+from .data import check_init_score
+from .dataset import Dataset
+from .grow import Grower
+from .metrics import get_metric
+from .objectives import get_objective
+
+
+def _objective_params(p):
+    return {"alpha": p.alpha, "huber_delta": p.huber_delta,
+            "tweedie_variance_power": p.tweedie_variance_power, "num_class": p.num_class}
+
+
+def _metrics(p, objective):
+    names = list(p.eval_metric) if p.eval_metric else [objective.default_metric]
+    return [get_metric(m, _objective_params(p)) for m in names if m != "none"]
+
+
+class _EvalSet:
+    """A validation set binned with the training edges, and its running margins."""
+
+    def __init__(self, name, ds, train_set, base, k_out, booster_init):
+        self.name = name
+        self.ds = ds
+        if ds.bin_mapper is not train_set.bin_mapper:
+            if getattr(ds, "data", None) is None:
+                raise ValueError(f"valid set {name!r} was binned with other edges; build it "
+                                 "with Dataset(..., reference=train_set)")
+            ds = Dataset(ds.data, label=ds.label, weight=ds.weight, init_score=ds.init_score,
+                         reference=train_set)
+        self.X_binned = ds.X_binned
+        if ds.label is None:
+            raise ValueError(f"valid set {name!r} has no label")
+        self.y = ds.label
+        self.w = ds.weight
+        n = self.y.shape[0]
+        self.rows = np.arange(n, dtype=IDX)
+        if ds.init_score is not None:
+            self.raw = check_init_score(ds.init_score, n, k_out)
+        else:
+            self.raw = np.empty((k_out, n))
+            self.raw[:] = np.asarray(base)[:, None]
+        if booster_init is not None:
+            self.raw += np.atleast_2d(booster_init.predict(ds.data, output_margin=True).T)
+
+
+def _sample_rows(n, subsample, rng):
+    if subsample >= 1.0:
+        return np.arange(n, dtype=IDX)
+    k = max(1, int(round(subsample * n)))
+    return np.sort(rng.choice(n, size=k, replace=False)).astype(IDX)
+
+
+def train(params, train_set, num_boost_round=None, valid_sets=None, valid_names=None,
+          callbacks=None, init_model=None):
+    """Train a gradient-boosted tree model.
+
+    Parameters
+    ----------
+    params : dict -- see ``bonsai._params`` for every parameter
+    train_set : Dataset (with a label)
+    num_boost_round : int, optional -- overrides ``params["n_estimators"]``
+    valid_sets : list of Dataset, optional -- evaluated after every round
+    valid_names : list of str, optional
+    callbacks : list of TrainingCallback, optional
+    init_model : Booster, optional -- continue training from this model
+
+    Returns
+    -------
+    Booster
+    """
+    p = validate_params(params)
+    if num_boost_round is not None:
+        p = p.replace(n_estimators=num_boost_round)
+    if not isinstance(train_set, Dataset):
+        raise TypeError(f"train_set must be a bonsai.Dataset, got {type(train_set).__name__}")
+    if train_set.label is None:
+        raise ValueError("train_set has no label")
+    if p.max_bin != train_set.max_bin and "max_bin" in getattr(p, "_given", {}):
+        raise ValueError(f"max_bin={p.max_bin} differs from the Dataset's max_bin={train_set.max_bin}")
+    objective = get_objective(p.objective, _objective_params(p))
+    y, w = train_set.label, train_set.weight
+    objective.check_labels(y)
+    k_out = objective.n_outputs(p.num_class)
+    n = y.shape[0]
+    metrics = _metrics(p, objective)
+    callbacks = list(callbacks or [])
+    for cb in callbacks:
+        if not isinstance(cb, TrainingCallback):
+            raise TypeError(f"callbacks must be TrainingCallback instances, got {type(cb).__name__}")
+    if p.early_stopping_rounds is not None:
+        callbacks.append(EarlyStopping(p.early_stopping_rounds))
+
+    booster = _new_booster(p, objective, train_set, y, w, k_out, init_model)
+    raw = _initial_raw(booster, train_set, init_model, k_out, n)
+    names = list(valid_names or [f"valid_{i}" for i in range(len(valid_sets or []))])
+    if len(names) != len(valid_sets or []):
+        raise ValueError("valid_names must name every valid set")
+    n_threads = resolve_n_threads(p.n_threads)
+    backend = get_backend(p.device)
+    with thread_context(n_threads) as used_threads:
+        evals = [_EvalSet(nm, ds, train_set, booster.base_score, k_out, init_model)
+                 for nm, ds in zip(names, valid_sets or [])]
+        grower = Grower(backend, train_set.X_binned, train_set.bin_mapper, p, used_threads, n)
+        _boost(p, booster, objective, grower, backend, train_set, y, w, raw, evals, metrics,
+               callbacks, k_out)
+    return booster
+
+
+def _new_booster(p, objective, train_set, y, w, k_out, init_model):
+    if init_model is not None:
+        booster = init_model.__deepcopy__({})
+        if booster.n_outputs != k_out or booster.n_features != train_set.n_features:
+            raise ValueError("init_model does not match the training data (outputs or features)")
+        booster.best_iteration = None
+        return booster
+    booster = Booster()
+    booster.n_outputs = k_out
+    booster.n_features = train_set.n_features
+    booster.feature_names = train_set.feature_names
+    booster.objective = objective.name
+    booster.objective_params = _objective_params(p)
+    booster.params = p.to_dict()
+    if callable(booster.params.get("objective")):
+        booster.params["objective"] = "custom"
+    booster.grow_policy = p.grow_policy
+    booster.n_threads = p.n_threads
+    if train_set.init_score is not None:
+        booster.base_score = np.zeros(k_out)
+    elif p.base_score is not None:
+        booster.base_score = np.full(k_out, float(p.base_score))
+    else:
+        booster.base_score = np.asarray(objective.init_score(y, w), dtype=np.float64).reshape(k_out)
+    return booster
+
+
+def _initial_raw(booster, train_set, init_model, k_out, n):
+    if train_set.init_score is not None:
+        raw = check_init_score(train_set.init_score, n, k_out)
+    else:
+        raw = np.empty((k_out, n))
+        raw[:] = booster.base_score[:, None]
+    if init_model is not None:
+        if getattr(train_set, "data", None) is None:
+            raise ValueError("continued training needs the Dataset's raw data")
+        raw = raw + np.atleast_2d(init_model.predict(train_set.data, output_margin=True).T) \
+            - (init_model.base_score[:, None] if train_set.init_score is not None else 0.0)
+        raw = np.ascontiguousarray(raw)
+    return raw
+
+
+def _grow_round(p, booster, objective, grower, backend, train_set, y, w, raw, evals,
+                grad, hess, gh, it, k_out):
+    rng = np.random.default_rng([p.random_state, it])
+    rows = _sample_rows(y.shape[0], p.subsample, rng)
+    oob = None
+    if rows.shape[0] < y.shape[0]:
+        mask = np.ones(y.shape[0], bool)
+        mask[rows] = False
+        oob = np.flatnonzero(mask).astype(IDX)
+    bm = train_set.bin_mapper
+    for k in range(k_out):
+        scales = backend.quantize(grad[k], hess[k], rows.shape[0], gh)
+        idx = rows.copy()
+        tree, leaves, l0, l1 = grower.grow(gh, scales, idx, np.random.default_rng([p.random_state, it, k]))
+        if objective.renew_leaf is not None:
+            for lf, a, b in zip(leaves, l0, l1):
+                r = idx[a:b]
+                tree.value[lf] = objective.renew_leaf(y[r] - raw[k, r], None if w is None else w[r])
+        tree.value[:] *= p.learning_rate
+        backend.add_leaf_values(raw[k], idx, l0, l1, tree.value[leaves])
+        if oob is not None:
+            backend.predict_binned_add(train_set.X_binned, oob, tree.feature, tree.bin_threshold,
+                                       tree.default_left, bm.missing_bin, tree.left, tree.right,
+                                       tree.value, raw[k])
+        for ev in evals:
+            backend.predict_binned_add(ev.X_binned, ev.rows, tree.feature, tree.bin_threshold,
+                                       tree.default_left, bm.missing_bin, tree.left, tree.right,
+                                       tree.value, ev.raw[k])
+        booster._append(tree, k)
+
+
+def _boost(p, booster, objective, grower, backend, train_set, y, w, raw, evals, metrics,
+           callbacks, k_out):
+    n = y.shape[0]
+    grad = np.empty((k_out, n), GRAD)
+    hess = np.empty((k_out, n), GRAD)
+    gh = np.empty((n, 2), np.int64)
+    evals_log = {}
+    booster.evals_result = evals_log
+    for cb in callbacks:
+        booster = cb.before_training(booster)
+    start = booster.num_boosted_rounds()
+    for it in range(start, start + p.n_estimators):
+        if any(cb.before_iteration(booster, it, evals_log) for cb in callbacks):
+            break
+        objective.grad_hess(y, raw, w, grad, hess)
+        _grow_round(p, booster, objective, grower, backend, train_set, y, w, raw, evals,
+                    grad, hess, gh, it, k_out)
+        for ev in evals:
+            pred = objective.transform(ev.raw)
+            log = evals_log.setdefault(ev.name, {})
+            for m in metrics:
+                log.setdefault(m.name, []).append(float(m.fn(ev.y, pred, ev.w)))
+        stop = False
+        for cb in callbacks:  # every callback sees every iteration
+            stop = cb.after_iteration(booster, it, evals_log) or stop
+        if stop:
+            break
+    for cb in callbacks:
+        booster = cb.after_training(booster)
+    return booster

@@ -1,0 +1,111 @@
+"""Input validation at the API boundary: turn user data (numpy, pandas, Arrow,
+polars, scipy.sparse) into a 2-D float matrix plus feature names, and check labels,
+weights and init scores.  Everything downstream assumes clean data.
+"""
+import numbers
+
+import numpy as np
+
+
+def _is_pandas_df(data):
+    return type(data).__module__.startswith("pandas") and hasattr(data, "columns") and hasattr(data, "dtypes")
+
+
+def _from_pandas(df):
+    import pandas as pd
+    names = [str(c) for c in df.columns]
+    cols = []
+    for name, col in zip(names, df.columns):
+        s = df[col]
+        dt = s.dtype
+        if isinstance(dt, pd.CategoricalDtype) or not (
+                pd.api.types.is_numeric_dtype(dt) or pd.api.types.is_bool_dtype(dt)):
+            raise TypeError(
+                f"X: column {name!r} has non-numeric dtype {dt}; bonsai needs numeric "
+                "columns (int, float or bool; missing values as NaN)")
+        cols.append(s)
+    dtypes = {np.dtype(s.dtype) if isinstance(s.dtype, np.dtype) else None for s in cols}
+    if dtypes == {np.dtype(np.float32)}:
+        out = df.to_numpy(dtype=np.float32, na_value=np.nan)
+    else:
+        out = df.to_numpy(dtype=np.float64, na_value=np.nan)
+    return out, names
+
+
+def to_matrix(data, name="X"):
+    """Return (X, feature_names).
+
+    X is float32 when the input is float32, float64 otherwise (never a float64 copy
+    of float32 data); any memory order is kept.  feature_names is None for plain
+    arrays.
+    """
+    names = None
+    if hasattr(data, "to_pandas") and not _is_pandas_df(data):  # pyarrow / polars
+        data = data.to_pandas()
+    if _is_pandas_df(data):
+        X, names = _from_pandas(data)
+    elif hasattr(data, "tocsr") and hasattr(data, "toarray"):  # scipy.sparse
+        X = data.toarray()
+    else:
+        X = data
+    if not isinstance(X, np.ndarray):
+        try:
+            X = np.asarray(X)
+        except Exception as e:  # ragged lists and the like
+            raise TypeError(f"{name}: cannot convert {type(data).__name__} to a matrix: {e}") from None
+    if X.dtype.kind in "OUSVMm":
+        raise TypeError(f"{name}: dtype {X.dtype} is not numeric; pass numbers (NaN for missing)")
+    if X.dtype.kind == "c":
+        raise TypeError(f"{name}: complex data is not supported")
+    if X.ndim != 2:
+        raise ValueError(f"{name} must be 2-D (n_samples, n_features), got shape {X.shape}")
+    if X.shape[0] == 0 or X.shape[1] == 0:
+        raise ValueError(f"{name} is empty: shape {X.shape}")
+    if X.dtype != np.float32 and X.dtype != np.float64:
+        X = X.astype(np.float64)
+    return X, names
+
+
+def check_vector(v, n, name, allow_negative=True, dtype=np.float64):
+    """1-D finite float vector of length n, or ValueError naming ``name``."""
+    if hasattr(v, "to_numpy"):
+        v = v.to_numpy()
+    v = np.asarray(v)
+    if v.dtype.kind in "OUS":
+        try:
+            v = v.astype(dtype)
+        except ValueError:
+            raise TypeError(f"{name} must be numeric, got dtype {v.dtype}") from None
+    if v.ndim == 2 and v.shape[1] == 1:
+        v = v[:, 0]
+    if v.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {v.shape}")
+    if v.shape[0] != n:
+        raise ValueError(f"{name} has {v.shape[0]} entries but the data has {n} rows")
+    v = np.ascontiguousarray(v, dtype=dtype)
+    bad = ~np.isfinite(v)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{name} contains a non-finite value ({v[i]}) at index {i}")
+    if not allow_negative and (v < 0).any():
+        i = int(np.flatnonzero(v < 0)[0])
+        raise ValueError(f"{name} contains a negative value ({v[i]}) at index {i}")
+    return v
+
+
+def check_init_score(s, n, n_outputs):
+    """(n,) or (n, K) finite init scores -> (K, n) float64."""
+    if hasattr(s, "to_numpy"):
+        s = s.to_numpy()
+    s = np.asarray(s, dtype=np.float64)
+    if s.ndim == 1:
+        s = s[:, None]
+    if s.ndim != 2 or s.shape != (n, n_outputs):
+        raise ValueError(f"init_score must have shape ({n},) or ({n}, {n_outputs}), got {s.shape}")
+    if not np.all(np.isfinite(s)):
+        raise ValueError("init_score contains a non-finite value")
+    return np.ascontiguousarray(s.T)
+
+
+def is_integer(x):
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)

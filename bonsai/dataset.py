@@ -1,0 +1,79 @@
+"""``Dataset``: features binned once and reused across fits and boosting rounds.
+
+Validation data is binned with the training bin edges by passing
+``reference=train_set``.  The raw matrix is not kept.
+"""
+import numpy as np
+
+from .binning import BinMapper
+from .data import check_vector, is_integer, to_matrix
+
+
+class Dataset:
+    """Binned training or validation data.
+
+    Parameters
+    ----------
+    data : array-like (n, F) -- numpy float32/float64 (either order), pandas/polars/Arrow
+        tables with numeric columns, or scipy.sparse.
+    label : (n,) array-like, optional
+    weight : (n,) array-like of non-negative finite weights, optional
+    init_score : (n,) or (n, K) array-like, optional -- starting margins
+    feature_names : list of str, optional (taken from DataFrame columns by default)
+    max_bin : int in [2, 65535] -- non-missing bins per feature
+    reference : Dataset, optional -- reuse its bin edges (for validation data)
+    random_state : int -- seed of the row sample the bin edges are computed from
+    """
+
+    def __init__(self, data, label=None, weight=None, init_score=None, feature_names=None,
+                 max_bin=255, reference=None, random_state=0):
+        if not is_integer(max_bin) or not 2 <= max_bin <= 65535:
+            raise ValueError(f"max_bin must be an integer in [2, 65535], got {max_bin!r}")
+        X, names = to_matrix(data)
+        n, n_features = X.shape
+        if feature_names is not None:
+            feature_names = [str(f) for f in feature_names]
+            if len(feature_names) != n_features:
+                raise ValueError(f"feature_names has {len(feature_names)} names but the data "
+                                 f"has {n_features} features")
+            names = feature_names
+        if names is not None and len(set(names)) != len(names):
+            raise ValueError("feature_names must be unique")
+        self.weight = None if weight is None else check_vector(weight, n, "weight", allow_negative=False)
+        if self.weight is not None and not self.weight.sum() > 0:
+            raise ValueError("weight must not be all zero")
+        self.label = None if label is None else check_vector(label, n, "label")
+        self.init_score = None if init_score is None else np.asarray(init_score, dtype=np.float64)
+        if reference is not None:
+            if not isinstance(reference, Dataset):
+                raise TypeError(f"reference must be a bonsai.Dataset, got {type(reference).__name__}")
+            if reference.n_features != n_features:
+                raise ValueError(f"X has {n_features} features but the reference Dataset has "
+                                 f"{reference.n_features}")
+            if names is not None and reference.feature_names is not None and names != reference.feature_names:
+                raise ValueError("feature names differ from the reference Dataset's")
+            self.bin_mapper = reference.bin_mapper
+            names = names if names is not None else reference.feature_names
+        else:
+            self.bin_mapper = BinMapper.fit(X, max_bin, self.weight, random_state=random_state)
+        self.feature_names = names
+        self.X_binned = self.bin_mapper.transform(X)
+        self.reference = reference
+        self.data = X  # kept (no copy of numpy input) for continued training and re-binning
+
+    def free_raw_data(self):
+        """Drop the reference to the raw matrix (continued training then needs it again)."""
+        self.data = None
+        return self
+
+    @property
+    def n_rows(self):
+        return self.X_binned.shape[0]
+
+    @property
+    def n_features(self):
+        return self.X_binned.shape[1]
+
+    @property
+    def max_bin(self):
+        return self.bin_mapper.max_bin

@@ -1,0 +1,313 @@
+"""The grow stage: the ONE grow loop, with the growers as policies of it.
+
+    root -> build histogram -> find split
+    loop:  policy.select(frontier) -> nodes to split now
+           backend.partition(those nodes)                 (one call per batch)
+           build the smaller children's histograms        (one call per batch)
+           larger child = parent - smaller child          (exact: integer cells)
+           policy.evaluate(children)                      (one call per batch)
+
+* ``depthwise`` splits every splittable node of a level at once (level batching).
+* ``leafwise`` splits the single best leaf (a best-first queue by gain).
+* ``oblivious`` splits every node of a level with one shared (feature, bin), chosen by
+  the summed gain over the level (CatBoost's symmetric trees).
+
+Backends (cpu now; cuda and dask later) plug in behind the same function names
+(see ``bonsai.backends``); this loop never touches rows itself.
+"""
+import numpy as np
+
+from ._dtypes import IDX
+from .backends.cpu.split import NEG_INF
+from .tree import Tree
+
+
+class _Nodes:
+    """Growable per-node records of the tree being grown (Python lists; per-node work
+    here is O(1), all per-row work is in the backend)."""
+
+    def __init__(self):
+        self.start, self.stop, self.depth, self.parent = [], [], [], []
+        self.left, self.right, self.slot = [], [], []
+        self.sums = []           # (3,) int64 node totals
+        self.gain, self.feature, self.bin, self.default_left = [], [], [], []
+        self.left_sums = []
+
+    def add(self, start, stop, depth, parent, sums=None):
+        self.start.append(int(start))
+        self.stop.append(int(stop))
+        self.depth.append(depth)
+        self.parent.append(parent)
+        self.left.append(-1)
+        self.right.append(-1)
+        self.slot.append(-1)
+        self.sums.append(sums)
+        self.gain.append(NEG_INF)
+        self.feature.append(-1)
+        self.bin.append(-1)
+        self.default_left.append(0)
+        self.left_sums.append(None)
+        return len(self.start) - 1
+
+    def __len__(self):
+        return len(self.start)
+
+
+class Grower:
+    """Fit-constant state of the grow loop: the binned data, the bin layout, the
+    histogram pool and scratch buffers, the split constraints and the policy."""
+
+    def __init__(self, backend, X_binned, bin_mapper, params, n_threads, n_sampled_max):
+        self.backend = backend
+        self.X = X_binned
+        self.bm = bin_mapper
+        self.feat_off = bin_mapper.feat_off
+        self.n_value_bins = bin_mapper.n_value_bins
+        self.missing_bin = bin_mapper.missing_bin
+        self.n_threads = n_threads
+        self.pool = backend.HistogramPool(int(self.feat_off[-1]))
+        self.tmp = np.empty(n_sampled_max, IDX)
+        self.go_left = np.empty(n_sampled_max, np.uint8)
+        p = params
+        self.policy = p.grow_policy
+        self.max_depth = p.max_depth
+        self.max_leaves = p.max_leaves
+        self.min_child_samples = p.min_child_samples
+        self.cfg = np.array([p.reg_lambda, p.reg_alpha, p.max_delta_step,
+                             p.min_child_weight, p.min_split_gain])
+        self.colsample = (p.colsample_bytree, p.colsample_bylevel, p.colsample_bynode)
+
+    # ---- column sampling -------------------------------------------------------
+    def _sample(self, rng, avail, frac):
+        if frac >= 1.0:
+            return avail
+        k = max(1, int(round(frac * avail.size)))
+        return np.sort(rng.choice(avail, size=k, replace=False))
+
+    def _masks(self, depths, state):
+        """(m, F) uint8 feature masks for nodes at ``depths`` (bytree & bylevel & bynode)."""
+        n_features = self.n_value_bins.shape[0]
+        out = np.zeros((len(depths), n_features), np.uint8)
+        for i, d in enumerate(depths):
+            if d not in state["level"]:
+                state["level"][d] = self._sample(state["rng"], state["tree"], self.colsample[1])
+            feats = state["level"][d]
+            if self.policy != "oblivious":
+                feats = self._sample(state["rng"], feats, self.colsample[2])
+            out[i, feats] = 1
+        return out
+
+    # ---- the grow loop ---------------------------------------------------------
+    def grow(self, gh, scales, idx, rng):
+        """Grow one tree on rows ``idx`` with quantized gradients ``gh``.
+
+        Returns (tree, leaf_nodes, leaf_start, leaf_stop): leaf ranges index ``idx``,
+        which is left partitioned by leaf.  Leaf values are unshrunk optimal weights.
+        """
+        b = self.backend
+        nodes = _Nodes()
+        n_features = self.n_value_bins.shape[0]
+        state = {"rng": rng, "level": {},
+                 "tree": self._sample(rng, np.arange(n_features), self.colsample[0])}
+        root = nodes.add(0, idx.shape[0], 0, -1)
+        nodes.slot[root] = self.pool.alloc()
+        self._build([root], nodes, gh, idx)
+        self._evaluate([root], nodes, scales, state)
+        frontier = [root]
+        n_leaves = 1
+        while frontier:
+            batch = self._select(frontier, nodes, n_leaves, scales, state)
+            if not batch:
+                break
+            children = self._split(batch, nodes, idx)
+            n_leaves += len(batch)
+            done = set(batch)
+            if self.policy == "leafwise":
+                frontier = [n for n in frontier if n not in done] + children
+            else:
+                for n in frontier:
+                    if n not in done and nodes.slot[n] >= 0:
+                        self.pool.release(nodes.slot[n])
+                        nodes.slot[n] = -1
+                frontier = children
+            expandable = self._histograms(batch, nodes, gh, idx, n_leaves)
+            for n in children:
+                if n not in expandable:
+                    frontier.remove(n)
+            self._evaluate(expandable, nodes, scales, state)
+        for n in frontier:
+            if nodes.slot[n] >= 0:
+                self.pool.release(nodes.slot[n])
+                nodes.slot[n] = -1
+        return self._finish(nodes, scales)
+
+    def _select(self, frontier, nodes, n_leaves, scales, state):
+        if self.policy == "oblivious":
+            return self._select_level(frontier, nodes, scales, state)
+        gains = np.array([nodes.gain[n] for n in frontier])
+        valid = np.flatnonzero(gains > NEG_INF)
+        if valid.size == 0:
+            return []
+        budget = (self.max_leaves - n_leaves) if self.max_leaves > 0 else valid.size
+        if budget <= 0:
+            return []
+        if self.policy == "leafwise":
+            budget = 1
+        # highest gain first; stable sort keeps the lower node id first among ties
+        order = valid[np.argsort(-gains[valid], kind="stable")][:budget]
+        return sorted(frontier[i] for i in order)
+
+    def _select_level(self, frontier, nodes, scales, state):
+        depth = nodes.depth[frontier[0]]
+        if self.max_depth > 0 and depth >= self.max_depth:
+            return []
+        slots = np.array([nodes.slot[n] for n in frontier], np.int64)
+        mask = self._masks([depth], state)[0]
+        cand = self.backend.find_level_split(self.pool, slots, self.feat_off, self.n_value_bins,
+                                             mask, scales, self.cfg, self.min_child_samples)
+        flat = int(np.argmax(cand))  # first max: lowest feature, bin, missing-right first
+        best = cand.flat[flat]
+        if not (best > max(self.cfg[4], 0.0)):
+            return []
+        cell, dl = divmod(flat, 2)
+        f = int(np.searchsorted(self.feat_off, cell, side="right") - 1)
+        off = int(self.feat_off[f])
+        bb = cell - off
+        sums = self.backend.node_sums(self.pool, slots, self.feat_off)
+        lsums = self.pool.hist[slots, off:off + bb + 1].sum(axis=1)
+        if dl:
+            lsums += self.pool.hist[slots, off + int(self.n_value_bins[f])]
+        for j, n in enumerate(frontier):
+            nodes.feature[n] = f
+            nodes.bin[n] = bb
+            nodes.default_left[n] = dl
+            nodes.gain[n] = best / len(frontier)
+            nodes.sums[n] = sums[j]
+            nodes.left_sums[n] = lsums[j]
+        return list(frontier)
+
+    def _evaluate(self, ids, nodes, scales, state):
+        if not ids:
+            return
+        slots = np.array([nodes.slot[n] for n in ids], np.int64)
+        if self.policy == "oblivious":
+            return  # the level split is chosen jointly in _select_level
+        masks = self._masks([nodes.depth[n] for n in ids], state)
+        gain, feat, bin_, dl, lsum, sums = self.backend.find_best_splits(
+            self.pool, slots, self.feat_off, self.n_value_bins, masks, scales, self.cfg,
+            self.min_child_samples)
+        for j, n in enumerate(ids):
+            nodes.gain[n] = gain[j]
+            nodes.feature[n] = int(feat[j])
+            nodes.bin[n] = int(bin_[j])
+            nodes.default_left[n] = int(dl[j])
+            nodes.left_sums[n] = lsum[j]
+            nodes.sums[n] = sums[j]
+
+    def _split(self, batch, nodes, idx):
+        """Partition every node of ``batch`` in one backend call; create children."""
+        starts = np.array([nodes.start[n] for n in batch], np.int64)
+        stops = np.array([nodes.stop[n] for n in batch], np.int64)
+        feat = np.array([nodes.feature[n] for n in batch], np.int64)
+        nleft = self.backend.partition(
+            self.X, idx, self.tmp, self.go_left, starts, stops, feat,
+            np.array([nodes.bin[n] for n in batch], np.int64),
+            np.array([nodes.default_left[n] for n in batch], np.uint8),
+            self.missing_bin[feat].astype(np.int64), self.n_threads)
+        children = []
+        for j, n in enumerate(batch):
+            mid = int(starts[j] + nleft[j])
+            d = nodes.depth[n] + 1
+            lsum = nodes.left_sums[n]
+            rsum = None if lsum is None else nodes.sums[n] - lsum
+            nodes.left[n] = nodes.add(starts[j], mid, d, n, lsum)
+            nodes.right[n] = nodes.add(mid, stops[j], d, n, rsum)
+            children.extend((nodes.left[n], nodes.right[n]))
+        return children
+
+    def _expandable(self, n, nodes, n_leaves):
+        if self.max_depth > 0 and nodes.depth[n] >= self.max_depth:
+            return False
+        if self.max_leaves > 0 and n_leaves >= self.max_leaves:
+            return False
+        if self.policy == "oblivious":
+            return True
+        return nodes.stop[n] - nodes.start[n] >= 2 * self.min_child_samples
+
+    def _histograms(self, batch, nodes, gh, idx, n_leaves):
+        """Children histograms: build the smaller child, subtract for the larger.
+        Returns the set of children that can still be split."""
+        expandable = set()
+        build, parents, larger = [], [], []
+        for n in batch:
+            lc, rc = nodes.left[n], nodes.right[n]
+            ok = [c for c in (lc, rc) if self._expandable(c, nodes, n_leaves)]
+            if not ok:
+                self.pool.release(nodes.slot[n])
+                nodes.slot[n] = -1
+                continue
+            expandable.update(ok)
+            small, large = (lc, rc) if (nodes.stop[lc] - nodes.start[lc]
+                                        <= nodes.stop[rc] - nodes.start[rc]) else (rc, lc)
+            nodes.slot[small] = self.pool.alloc()
+            nodes.slot[large] = nodes.slot[n]
+            nodes.slot[n] = -1
+            build.append(small)
+            parents.append(nodes.slot[large])
+            larger.append(large)
+        if build:
+            self.backend.build_histograms(
+                self.pool, self.X, self.feat_off, gh, idx,
+                np.array([nodes.start[c] for c in build], np.int64),
+                np.array([nodes.stop[c] for c in build], np.int64),
+                np.array([nodes.slot[c] for c in build], np.int64), self.n_threads)
+            self.backend.subtract_histograms(
+                self.pool, np.array(parents, np.int64),
+                np.array([nodes.slot[c] for c in build], np.int64))
+        for c in build + larger:
+            if c not in expandable:
+                self.pool.release(nodes.slot[c])
+                nodes.slot[c] = -1
+        return [c for c in sorted(expandable)]
+
+    def _build(self, ids, nodes, gh, idx):
+        self.backend.build_histograms(
+            self.pool, self.X, self.feat_off, gh, idx,
+            np.array([nodes.start[n] for n in ids], np.int64),
+            np.array([nodes.stop[n] for n in ids], np.int64),
+            np.array([nodes.slot[n] for n in ids], np.int64), self.n_threads)
+
+    def _finish(self, nodes, scales):
+        from .backends.cpu.split import leaf_weight
+        n = len(nodes)
+        lam, alpha, mds = self.cfg[0], self.cfg[1], self.cfg[2]
+        feature = np.full(n, -1, np.int32)
+        threshold = np.zeros(n)
+        bin_thr = np.full(n, -1, np.int32)
+        default_left = np.zeros(n, np.uint8)
+        value = np.zeros(n)
+        gain = np.zeros(n)
+        cover = np.zeros(n)
+        count = np.zeros(n, np.int64)
+        left = np.array(nodes.left, np.int32)
+        right = np.array(nodes.right, np.int32)
+        for i in range(n):
+            s = nodes.sums[i]
+            g, h = s[0] / scales[0], s[1] / scales[1]
+            value[i] = leaf_weight(g, h, lam, alpha, mds)
+            cover[i] = h
+            count[i] = s[2]
+            if left[i] >= 0:
+                f = nodes.feature[i]
+                bb = nodes.bin[i]
+                feature[i] = f
+                bin_thr[i] = bb
+                default_left[i] = nodes.default_left[i]
+                thr = self.bm.feature_thresholds(f)
+                threshold[i] = thr[bb] if bb < thr.shape[0] else np.inf
+                gain[i] = nodes.gain[i]
+        tree = Tree(feature, threshold, bin_thr, default_left, left, right, value, gain,
+                    cover, count, oblivious=self.policy == "oblivious")
+        leaves = np.flatnonzero(left < 0)
+        return (tree, leaves, np.array([nodes.start[i] for i in leaves], np.int64),
+                np.array([nodes.stop[i] for i in leaves], np.int64))

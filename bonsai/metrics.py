@@ -1,0 +1,241 @@
+"""Evaluation metrics for bonsai.
+
+This module owns the metrics reported on validation sets and used for early
+stopping. Every metric is a :class:`Metric` ``(name, fn, higher_is_better)``
+where ``fn(y, pred, w) -> float`` takes
+
+* ``y`` : float64 ``(n,)`` labels (classes encoded as 0..K-1),
+* ``pred`` : the *transformed* prediction -- means ``(n,)`` for regression,
+  probabilities of class 1 ``(n,)`` for binary, class probabilities ``(n, K)``
+  for multiclass,
+* ``w`` : float64 ``(n,)`` sample weights or None,
+
+and returns the weighted average loss (or score, for ``auc``). Definitions
+follow LightGBM's metrics of the same meaning (e.g. ``poisson``, ``gamma`` and
+``tweedie`` are the negative log-likelihoods LightGBM reports, without
+label-only constant terms). All reductions are plain numpy sums over float64
+arrays, so results are deterministic.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+__all__ = ["METRICS", "Metric", "get_metric"]
+
+METRICS = (
+    "rmse",
+    "mae",
+    "huber",
+    "quantile",
+    "poisson",
+    "gamma",
+    "tweedie",
+    "logloss",
+    "error",
+    "auc",
+    "mlogloss",
+    "merror",
+)
+
+_PROB_EPS = 1e-15  # probability clip for log losses
+_MEAN_EPS = 1e-10  # floor for predicted means in the count / positive NLLs
+
+
+class Metric(NamedTuple):
+    """An evaluation metric.
+
+    Attributes
+    ----------
+    name : str
+        Canonical metric name (one of :data:`METRICS`).
+    fn : callable
+        ``fn(y, pred, w) -> float``; see the module docstring for shapes.
+    higher_is_better : bool
+        True only for ``auc``.
+    """
+
+    name: str
+    fn: Callable[[np.ndarray, np.ndarray, "np.ndarray | None"], float]
+    higher_is_better: bool
+
+
+def _average(loss, w):
+    """Weighted mean of a per-row float64 loss ``(n,)``."""
+    if w is None:
+        return float(np.sum(loss) / loss.shape[0]) if loss.shape[0] else 0.0
+    w = np.asarray(w, dtype=np.float64)
+    sw = float(np.sum(w))
+    return float(np.sum(loss * w) / sw) if sw != 0 else 0.0
+
+
+def _prep(y, pred):
+    return np.asarray(y, dtype=np.float64), np.asarray(pred, dtype=np.float64)
+
+
+# -------------------------------------------------------------- regression
+def _rmse(y, pred, w):
+    y, pred = _prep(y, pred)
+    return math.sqrt(_average((pred - y) ** 2, w))
+
+
+def _mae(y, pred, w):
+    y, pred = _prep(y, pred)
+    return _average(np.abs(pred - y), w)
+
+
+def _make_huber(delta):
+    def huber(y, pred, w):
+        y, pred = _prep(y, pred)
+        a = np.abs(pred - y)
+        loss = np.where(a <= delta, 0.5 * a * a, delta * (a - 0.5 * delta))
+        return _average(loss, w)
+
+    return huber
+
+
+def _make_quantile(alpha):
+    def quantile(y, pred, w):
+        y, pred = _prep(y, pred)
+        d = y - pred
+        return _average(np.where(d < 0, (alpha - 1.0) * d, alpha * d), w)
+
+    return quantile
+
+
+def _poisson(y, pred, w):
+    """Poisson NLL without the log(y!) term: ``mu - y * log(mu)``."""
+    y, pred = _prep(y, pred)
+    mu = np.maximum(pred, _MEAN_EPS)
+    return _average(mu - y * np.log(mu), w)
+
+
+def _gamma(y, pred, w):
+    """Gamma NLL (unit shape) without label-only terms: ``y / mu + log(mu)``."""
+    y, pred = _prep(y, pred)
+    mu = np.maximum(pred, _MEAN_EPS)
+    return _average(y / mu + np.log(mu), w)
+
+
+def _make_tweedie(rho):
+    def tweedie(y, pred, w):
+        """Tweedie NLL: ``-y mu^(1-rho)/(1-rho) + mu^(2-rho)/(2-rho)``."""
+        y, pred = _prep(y, pred)
+        log_mu = np.log(np.maximum(pred, _MEAN_EPS))
+        a = y * np.exp((1.0 - rho) * log_mu) / (1.0 - rho)
+        b = np.exp((2.0 - rho) * log_mu) / (2.0 - rho)
+        return _average(b - a, w)
+
+    return tweedie
+
+
+# ------------------------------------------------------------------ binary
+def _logloss(y, pred, w):
+    y, pred = _prep(y, pred)
+    p = np.clip(pred, _PROB_EPS, 1.0 - _PROB_EPS)
+    return _average(-(y * np.log(p) + (1.0 - y) * np.log1p(-p)), w)
+
+
+def _error(y, pred, w):
+    """Misclassification rate; predicted class is ``pred > 0.5``."""
+    y, pred = _prep(y, pred)
+    return _average(((pred > 0.5) != (y > 0.5)).astype(np.float64), w)
+
+
+def _auc(y, pred, w):
+    """Weighted ROC AUC with ties scored 1/2 (as sklearn's roc_auc_score).
+
+    Rows with ``y > 0`` are positives. Returns 1.0 when only one class has
+    positive weight (as LightGBM does), so early stopping never sees NaN.
+    """
+    y, pred = _prep(y, pred)
+    if y.shape[0] == 0:
+        return 1.0
+    order = np.argsort(-pred, kind="stable")  # descending scores
+    ps = pred[order]
+    pos = (y[order] > 0).astype(np.float64)
+    ws = np.ones_like(ps) if w is None else np.asarray(w, dtype=np.float64)[order]
+    tp = np.cumsum(ws * pos)
+    fp = np.cumsum(ws * (1.0 - pos))
+    ends = np.concatenate((np.flatnonzero(ps[1:] != ps[:-1]), [ps.shape[0] - 1]))
+    tp = np.concatenate(([0.0], tp[ends]))
+    fp = np.concatenate(([0.0], fp[ends]))
+    n_pos, n_neg = tp[-1], fp[-1]
+    if n_pos <= 0 or n_neg <= 0:
+        return 1.0
+    area = np.sum((fp[1:] - fp[:-1]) * (tp[1:] + tp[:-1])) * 0.5
+    return float(area / (n_pos * n_neg))
+
+
+# -------------------------------------------------------------- multiclass
+def _true_class_prob(y, pred):
+    y, pred = _prep(y, pred)
+    if pred.ndim != 2 or pred.shape[0] != y.shape[0]:
+        raise ValueError(f"multiclass metrics need pred of shape (n, K) with n={y.shape[0]}; "
+                         f"got pred.shape={pred.shape}")
+    return pred, pred[np.arange(y.shape[0]), y.astype(np.int64)]
+
+
+def _mlogloss(y, pred, w):
+    _, p = _true_class_prob(y, pred)
+    return _average(-np.log(np.maximum(p, _PROB_EPS)), w)
+
+
+def _merror(y, pred, w):
+    """Multiclass error: wrong unless the true class has strictly the largest
+    probability (ties count as errors, as LightGBM's ``multi_error``)."""
+    pred, p = _true_class_prob(y, pred)
+    wrong = np.sum(pred >= p[:, None], axis=1) > 1
+    return _average(wrong.astype(np.float64), w)
+
+
+def _float_param(params, key, default, low, high):
+    value = params.get(key, default)
+    if value is None:
+        value = default
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{key} must be a float; got {key}={value!r}")
+    value = float(value)
+    if not (math.isfinite(value) and low < value < high):
+        raise ValueError(f"{key} must be in ({low}, {high}); got {key}={value!r}")
+    return value
+
+
+def get_metric(name, params=None):
+    """Build a :class:`Metric` by name.
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`METRICS`.
+    params : dict, optional
+        Read keys: ``huber_delta`` (1.0) for ``huber``, ``alpha`` (0.9) for
+        ``quantile``, ``tweedie_variance_power`` (1.5) for ``tweedie``.
+
+    Returns
+    -------
+    Metric
+    """
+    params = {} if params is None else params
+    if not isinstance(name, str):
+        raise TypeError(f"eval_metric must be a string; got eval_metric={name!r}")
+    simple = {
+        "rmse": _rmse, "mae": _mae, "poisson": _poisson, "gamma": _gamma,
+        "logloss": _logloss, "error": _error, "mlogloss": _mlogloss, "merror": _merror,
+    }
+    if name in simple:
+        return Metric(name, simple[name], False)
+    if name == "auc":
+        return Metric(name, _auc, True)
+    if name == "huber":
+        return Metric(name, _make_huber(_float_param(params, "huber_delta", 1.0, 0.0, math.inf)),
+                      False)
+    if name == "quantile":
+        return Metric(name, _make_quantile(_float_param(params, "alpha", 0.9, 0.0, 1.0)), False)
+    if name == "tweedie":
+        rho = _float_param(params, "tweedie_variance_power", 1.5, 1.0, 2.0)
+        return Metric(name, _make_tweedie(rho), False)
+    raise ValueError(f"eval_metric must be one of {METRICS}; got eval_metric={name!r}")

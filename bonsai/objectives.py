@@ -1,0 +1,552 @@
+"""Training objectives (loss functions) for bonsai.
+
+This module owns everything that depends on the loss being minimised:
+
+* label validation (``check_labels``),
+* the boost-from-average starting margin (``init_score``),
+* first and second derivatives of the loss with respect to the raw margin
+  (``grad_hess``), with sample weights multiplied in,
+* the link function mapping margins to user-facing predictions (``transform``),
+* leaf re-estimation for the L1 and quantile losses (``renew_leaf``).
+
+Gradient and hessian definitions follow LightGBM's conventions (log link for
+poisson / gamma / tweedie, ``poisson_max_delta_step`` for the poisson hessian,
+sign-based gradients with unit hessian for L1 / quantile, the ``K / (K - 1)``
+hessian factor for multiclass softmax), so models trained with the same
+hyper-parameters are comparable.
+
+Shapes and dtypes (see ``docs/interfaces.md``): labels ``y`` are float64
+``(n,)``; weights ``w`` float64 ``(n,)`` or None; raw margins float64
+``(K, n)``; gradients / hessians float32 ``(K, n)`` C-contiguous.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+__all__ = ["OBJECTIVES", "Objective", "get_objective", "weighted_quantile"]
+
+OBJECTIVES = ("squared_error", "absolute_error", "huber", "quantile", "poisson", "gamma",
+              "tweedie", "binary", "multiclass")
+
+_ALIASES = {
+    "regression": "squared_error", "l2": "squared_error", "mse": "squared_error",
+    "regression_l1": "absolute_error", "l1": "absolute_error", "mae": "absolute_error",
+    "softmax": "multiclass",
+}
+
+_EPS = 1e-15  # floor for probabilities / means before taking logs
+
+
+# --------------------------------------------------------------------------
+# numba kernels for the hot objectives
+# --------------------------------------------------------------------------
+@njit(cache=True, parallel=False)
+def _sq_kernel(y, raw, w, has_w, g, h):  # pragma: no cover - compiled
+    n = y.shape[0]
+    if has_w:
+        for i in range(n):
+            g[i] = (raw[i] - y[i]) * w[i]
+            h[i] = w[i]
+    else:
+        for i in range(n):
+            g[i] = raw[i] - y[i]
+            h[i] = 1.0
+
+
+@njit(cache=True, parallel=False)
+def _neg_abs(raw, out):  # pragma: no cover - compiled
+    for i in range(raw.shape[0]):
+        out[i] = -abs(raw[i])
+
+
+@njit(cache=True, parallel=False)
+def _binary_kernel(y, raw, e, w, has_w, g, h):  # pragma: no cover - compiled
+    # e[i] = exp(-|raw[i]|) (computed by numpy's SIMD exp): stable sigmoid.
+    n = y.shape[0]
+    for i in range(n):
+        inv = 1.0 / (1.0 + e[i])
+        p = inv if raw[i] >= 0.0 else e[i] * inv
+        gi = p - y[i]
+        hi = p * (1.0 - p)
+        if has_w:
+            gi *= w[i]
+            hi *= w[i]
+        g[i] = gi
+        h[i] = hi
+
+
+@njit(cache=True, parallel=False)
+def _shift_max(raw, out):  # pragma: no cover - compiled
+    # out[k, i] = raw[k, i] - max_k raw[:, i]; row-wise loops vectorise.
+    k_out, n = raw.shape
+    m = raw[0].copy()
+    for k in range(1, k_out):
+        rk = raw[k]
+        for i in range(n):
+            if rk[i] > m[i]:
+                m[i] = rk[i]
+    for k in range(k_out):
+        rk = raw[k]
+        ok = out[k]
+        for i in range(n):
+            ok[i] = rk[i] - m[i]
+
+
+@njit(cache=True, parallel=False)
+def _softmax_kernel(y, e, w, has_w, factor, g, h):  # pragma: no cover
+    # e[k, i] = exp(raw[k, i] - max_k raw[:, i]) (numpy's SIMD exp).
+    k_out, n = e.shape
+    inv = e[0].copy()
+    for k in range(1, k_out):  # fixed summation order k = 0..K-1
+        ek = e[k]
+        for i in range(n):
+            inv[i] += ek[i]
+    for i in range(n):
+        inv[i] = 1.0 / inv[i]
+    for k in range(k_out):
+        ek = e[k]
+        gk = g[k]
+        hk = h[k]
+        for i in range(n):
+            p = ek[i] * inv[i]
+            gi = p - 1.0 if y[i] == k else p
+            hi = factor * p * (1.0 - p)
+            if has_w:
+                gi *= w[i]
+                hi *= w[i]
+            gk[i] = gi
+            hk[i] = hi
+
+
+# --------------------------------------------------------------------------
+# helpers
+# --------------------------------------------------------------------------
+def _wmean(y, w):
+    """Weighted mean of float64 ``y`` (fixed summation order)."""
+    if w is None:
+        return float(np.sum(y) / y.shape[0]) if y.shape[0] else 0.0
+    sw = float(np.sum(w))
+    return float(np.sum(y * w) / sw) if sw > 0 else 0.0
+
+
+def weighted_quantile(x, w, alpha):
+    """Weighted ``alpha``-quantile, as used for L1 / quantile boosting.
+
+    Parameters
+    ----------
+    x : ndarray of shape (n,), float64
+        Values.
+    w : ndarray of shape (n,), float64, or None
+        Non-negative weights; points with zero weight are ignored.
+    alpha : float
+        Quantile level in [0, 1].
+
+    Returns
+    -------
+    float
+        0.0 for empty input. Without weights (or with all-equal weights) this
+        is exactly ``np.quantile(x, alpha)`` (numpy's "linear" method, which
+        is what LightGBM uses unweighted). With unequal weights it is the
+        inverted-CDF quantile: the smallest sorted value whose cumulative
+        weight reaches ``alpha * sum(w)`` (the midpoint of the two candidates
+        when it lands exactly on a boundary), an exact minimiser of the
+        weighted pinball loss.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    if x.shape[0] == 0:
+        return 0.0
+    if w is not None:
+        w = np.asarray(w, dtype=np.float64)
+        if np.all(w == w[0]):
+            w = None
+    if w is None:
+        return float(np.quantile(x, alpha))
+    keep = w > 0
+    if not np.any(keep):
+        return float(np.quantile(x, alpha))
+    x, w = x[keep], w[keep]
+    order = np.argsort(x, kind="stable")
+    xs = x[order]
+    cw = np.cumsum(w[order])
+    target = alpha * cw[-1]
+    i = min(int(np.searchsorted(cw, target, side="left")), xs.shape[0] - 1)
+    if i + 1 < xs.shape[0] and cw[i] == target:
+        return float(0.5 * (xs[i] + xs[i + 1]))
+    return float(xs[i])
+
+
+def _check_finite(name, y):
+    bad = ~np.isfinite(y)
+    if np.any(bad):
+        i = int(np.argmax(bad))
+        raise ValueError(
+            f"objective={name!r}: label must be finite; got label={y[i]!r} at index {i}"
+        )
+
+
+def _first_bad(name, y, bad, requirement):
+    if np.any(bad):
+        i = int(np.argmax(bad))
+        raise ValueError(
+            f"objective={name!r} requires {requirement}; got label={y[i]!r} at index {i}"
+        )
+
+
+def _float_param(params, key, default, low=0.0, high=math.inf, open_low=True):
+    """Read ``params[key]`` as a finite float in ``(low, high)`` (or ``[low, high)``)."""
+    value = params.get(key, default)
+    if value is None:
+        value = default
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{key} must be a float; got {key}={value!r}")
+    value = float(value)
+    ok_low = value > low if open_low else value >= low
+    if not (math.isfinite(value) and ok_low and value < high):
+        lb = "(" if open_low else "["
+        raise ValueError(f"{key} must be in {lb}{low}, {high}); got {key}={value!r}")
+    return value
+
+
+# --------------------------------------------------------------------------
+# objectives
+# --------------------------------------------------------------------------
+class Objective:
+    """Base objective: a K = 1 regression loss with identity link.
+
+    Attributes
+    ----------
+    name : str
+        Canonical objective name (one of :data:`OBJECTIVES`, or ``"custom"``).
+    default_metric : str
+        Name understood by :func:`bonsai.metrics.get_metric` (``"none"`` for
+        custom objectives).
+    is_classification : bool
+        True for ``binary`` and ``multiclass``.
+    renew_leaf : callable or None
+        ``renew_leaf(residuals, weights) -> float`` re-estimating a leaf value
+        from residuals ``y - raw`` (float64 ``(m,)``) and weights (float64
+        ``(m,)`` or None); set for ``absolute_error`` and ``quantile`` only.
+    """
+
+    name = "squared_error"
+    default_metric = "rmse"
+    is_classification = False
+    renew_leaf = None
+
+    @property
+    def renew_leaves(self):
+        """Alias of :attr:`renew_leaf` (the name used in docs/interfaces.md)."""
+        return self.renew_leaf
+
+    def __repr__(self):
+        return f"<bonsai Objective {self.name!r}>"
+
+    def n_outputs(self, n_classes=None):
+        """Number of raw outputs K per row (1 for every K = 1 objective)."""
+        return 1
+
+    def check_labels(self, y):
+        """Validate labels ``y`` (float64 ``(n,)``); raise ValueError if invalid."""
+        _check_finite(self.name, np.asarray(y, dtype=np.float64))
+
+    def init_score(self, y, w):
+        """Boost-from-average margin, float64 ``(K,)``."""
+        return np.array([_wmean(y, w)], dtype=np.float64)
+
+    def grad_hess(self, y, raw, w, out_g, out_h):
+        """Write gradients / hessians of the loss at ``raw`` into ``out_*``.
+
+        Parameters
+        ----------
+        y : ndarray (n,), float64
+        raw : ndarray (K, n), float64
+        w : ndarray (n,), float64, or None
+            Multiplied into both gradient and hessian.
+        out_g, out_h : ndarray (K, n), float32, C-contiguous
+            Written in place.
+        """
+        g, h = self._gh(y, raw[0])
+        if w is not None:
+            g = g * w
+            h = h * w
+        out_g[0] = g
+        out_h[0] = h
+
+    def _gh(self, y, r):  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def transform(self, raw):
+        """Map margins ``(K, n)`` to user predictions ``(n,)``."""
+        return np.array(raw[0], dtype=np.float64)
+
+
+class _SquaredError(Objective):
+    name, default_metric = "squared_error", "rmse"
+
+    def grad_hess(self, y, raw, w, out_g, out_h):
+        has_w = w is not None
+        _sq_kernel(y, raw[0], w if has_w else y, has_w, out_g[0], out_h[0])
+
+
+class _AbsoluteError(Objective):
+    name, default_metric = "absolute_error", "mae"
+    _alpha = 0.5
+
+    def init_score(self, y, w):
+        return np.array([weighted_quantile(y, w, self._alpha)], dtype=np.float64)
+
+    def renew_leaf(self, residuals, weights):
+        return weighted_quantile(residuals, weights, self._alpha)
+
+    def _gh(self, y, r):
+        return np.sign(r - y), np.ones_like(r)
+
+
+class _Quantile(_AbsoluteError):
+    name, default_metric = "quantile", "quantile"
+
+    def __init__(self, alpha):
+        self._alpha = alpha
+
+    def _gh(self, y, r):
+        a = self._alpha
+        return np.where(r - y >= 0.0, 1.0 - a, -a), np.ones_like(r)
+
+
+class _Huber(Objective):
+    name, default_metric = "huber", "huber"
+
+    def __init__(self, delta):
+        self._delta = delta
+
+    def _gh(self, y, r):
+        return np.clip(r - y, -self._delta, self._delta), np.ones_like(r)
+
+
+class _LogLink(Objective):
+    """Shared pieces of the log-link (count / positive) regressions."""
+
+    def init_score(self, y, w):
+        return np.array([math.log(max(_wmean(y, w), _EPS))], dtype=np.float64)
+
+    def transform(self, raw):
+        return np.exp(raw[0])
+
+
+class _Poisson(_LogLink):
+    name, default_metric = "poisson", "poisson"
+
+    def __init__(self, max_delta_step):
+        self._mds = max_delta_step
+
+    def check_labels(self, y):
+        y = np.asarray(y, dtype=np.float64)
+        _check_finite(self.name, y)
+        _first_bad(self.name, y, y < 0, "label >= 0")
+        if y.shape[0] and not np.sum(y) > 0:
+            raise ValueError(f"objective={self.name!r} requires sum(label) > 0; "
+                             f"got sum(label)={float(np.sum(y))!r}")
+
+    def _gh(self, y, r):
+        return np.exp(r) - y, np.exp(r + self._mds)
+
+
+class _Gamma(_LogLink):
+    name, default_metric = "gamma", "gamma"
+
+    def check_labels(self, y):
+        y = np.asarray(y, dtype=np.float64)
+        _check_finite(self.name, y)
+        _first_bad(self.name, y, y <= 0, "label > 0")
+
+    def _gh(self, y, r):
+        t = y * np.exp(-r)
+        return 1.0 - t, t
+
+
+class _Tweedie(_Poisson):
+    name, default_metric = "tweedie", "tweedie"
+
+    def __init__(self, rho):
+        self._rho = rho
+
+    def _gh(self, y, r):
+        rho = self._rho
+        e1 = np.exp((1.0 - rho) * r)
+        e2 = np.exp((2.0 - rho) * r)
+        return e2 - y * e1, (2.0 - rho) * e2 - y * (1.0 - rho) * e1
+
+
+class _Binary(Objective):
+    name, default_metric, is_classification = "binary", "logloss", True
+
+    def check_labels(self, y):
+        y = np.asarray(y, dtype=np.float64)
+        _first_bad(self.name, y, (y != 0.0) & (y != 1.0), "label in {0, 1}")
+
+    def init_score(self, y, w):
+        p = min(max(_wmean(y, w), _EPS), 1.0 - _EPS)
+        return np.array([math.log(p / (1.0 - p))], dtype=np.float64)
+
+    def grad_hess(self, y, raw, w, out_g, out_h):
+        has_w = w is not None
+        e = np.empty(raw.shape[1], dtype=np.float64)
+        _neg_abs(raw[0], e)
+        np.exp(e, out=e)
+        _binary_kernel(y, raw[0], e, w if has_w else y, has_w, out_g[0], out_h[0])
+
+    def transform(self, raw):
+        r = np.asarray(raw[0], dtype=np.float64)
+        e = np.exp(-np.abs(r))  # never overflows
+        return np.where(r >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+class _Multiclass(Objective):
+    name, default_metric, is_classification = "multiclass", "mlogloss", True
+
+    def __init__(self, num_class):
+        self.num_class = num_class
+
+    def n_outputs(self, n_classes=None):
+        k = n_classes if n_classes is not None else self.num_class
+        if k is None or int(k) < 2:
+            raise ValueError(f"objective='multiclass' requires n_classes >= 2; got n_classes={k!r}")
+        return int(k)
+
+    def check_labels(self, y):
+        y = np.asarray(y, dtype=np.float64)
+        _check_finite(self.name, y)
+        _first_bad(self.name, y, (y < 0) | (y != np.floor(y)), "integer label >= 0")
+        if self.num_class is not None:
+            _first_bad(self.name, y, y >= self.num_class,
+                       f"label < num_class={self.num_class}")
+
+    def init_score(self, y, w):
+        k = self.num_class
+        if k is None:
+            k = int(np.max(y)) + 1 if y.shape[0] else 2
+        counts = np.bincount(y.astype(np.int64), weights=w, minlength=k)[:k]
+        total = float(np.sum(counts))
+        prior = counts / total if total > 0 else np.full(k, 1.0 / k)
+        return np.log(np.maximum(prior, _EPS))
+
+    def grad_hess(self, y, raw, w, out_g, out_h):
+        k = raw.shape[0]
+        if k < 2:
+            raise ValueError(f"objective='multiclass' requires raw with K >= 2 rows; got K={k}")
+        has_w = w is not None
+        e = np.empty(raw.shape, dtype=np.float64)
+        _shift_max(raw, e)
+        np.exp(e, out=e)
+        _softmax_kernel(y, e, w if has_w else y, has_w, k / (k - 1.0), out_g, out_h)
+
+    def transform(self, raw):
+        r = np.asarray(raw, dtype=np.float64)
+        e = np.exp(r - np.max(r, axis=0, keepdims=True))
+        e /= np.sum(e, axis=0, keepdims=True)
+        return np.ascontiguousarray(e.T)
+
+
+class _Custom(Objective):
+    """Wrap a user ``fobj(y_true, y_pred_raw) -> (grad, hess)``.
+
+    ``y_pred_raw`` is ``(n,)`` for K = 1 and ``(n, K)`` otherwise; grad and hess
+    must have the same shape and be finite. Sample weights, if any, are
+    multiplied into the returned grad / hess (the callable cannot see them).
+    """
+
+    name, default_metric = "custom", "none"
+
+    def __init__(self, fobj):
+        self.fobj = fobj
+
+    def n_outputs(self, n_classes=None):
+        return int(n_classes) if n_classes is not None and int(n_classes) > 2 else 1
+
+    def init_score(self, y, w):
+        return np.zeros(1, dtype=np.float64)
+
+    def grad_hess(self, y, raw, w, out_g, out_h):
+        k, n = raw.shape
+        pred = raw[0].copy() if k == 1 else np.ascontiguousarray(raw.T)
+        fname = getattr(self.fobj, "__name__", repr(self.fobj))
+        res = self.fobj(y, pred)
+        if not (isinstance(res, tuple) and len(res) == 2):
+            raise ValueError(f"objective={fname!r} must return a (grad, hess) tuple; "
+                             f"got {type(res).__name__}")
+        out = []
+        for label, arr in zip(("grad", "hess"), res):
+            arr = np.asarray(arr, dtype=np.float64)
+            if arr.shape != pred.shape:
+                raise ValueError(f"objective={fname!r} returned {label} of shape "
+                                 f"{arr.shape}; expected {pred.shape}")
+            if not np.all(np.isfinite(arr)):
+                raise ValueError(f"objective={fname!r} returned non-finite {label} values")
+            if w is not None:
+                arr = arr * (w if k == 1 else w[:, None])
+            out.append(arr if k == 1 else arr.T)
+        out_g[...] = out[0]
+        out_h[...] = out[1]
+
+    def transform(self, raw):
+        r = np.asarray(raw, dtype=np.float64)
+        return r[0].copy() if r.shape[0] == 1 else np.ascontiguousarray(r.T)
+
+
+def get_objective(objective, params=None):
+    """Build an :class:`Objective`.
+
+    Parameters
+    ----------
+    objective : str or callable
+        One of :data:`OBJECTIVES` (a few LightGBM aliases such as
+        ``"regression"``, ``"l1"``, ``"softmax"`` are accepted too), or a
+        callable ``fobj(y_true, y_pred_raw) -> (grad, hess)``.
+    params : dict, optional
+        Read keys: ``huber_delta`` (1.0, > 0), ``alpha`` (0.9, in (0, 1)),
+        ``tweedie_variance_power`` (1.5, in (1, 2)),
+        ``poisson_max_delta_step`` (0.7, >= 0), ``num_class`` or
+        ``n_classes`` (multiclass K, optional).
+
+    Returns
+    -------
+    Objective
+    """
+    params = {} if params is None else params
+    if callable(objective):
+        return _Custom(objective)
+    if not isinstance(objective, str):
+        raise TypeError("objective must be a string or a callable; "
+                        f"got objective={objective!r}")
+    name = _ALIASES.get(objective, objective)
+    if name == "squared_error":
+        return _SquaredError()
+    if name == "absolute_error":
+        return _AbsoluteError()
+    if name == "huber":
+        return _Huber(_float_param(params, "huber_delta", 1.0))
+    if name == "quantile":
+        return _Quantile(_float_param(params, "alpha", 0.9, 0.0, 1.0))
+    if name == "poisson":
+        return _Poisson(_float_param(params, "poisson_max_delta_step", 0.7,
+                                        open_low=False))
+    if name == "gamma":
+        return _Gamma()
+    if name == "tweedie":
+        return _Tweedie(_float_param(params, "tweedie_variance_power", 1.5, 1.0, 2.0))
+    if name == "binary":
+        return _Binary()
+    if name == "multiclass":
+        k = params.get("num_class", params.get("n_classes"))
+        if k is not None:
+            if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 2:
+                raise ValueError(f"num_class must be an integer >= 2 for "
+                                 f"objective='multiclass'; got num_class={k!r}")
+            k = int(k)
+        return _Multiclass(k)
+    raise ValueError(f"objective must be one of {OBJECTIVES} or a callable; "
+                     f"got objective={objective!r}")

@@ -1,0 +1,159 @@
+"""The tree model: one tree as flat node arrays, and the concatenated ensemble layout
+the predictors read.
+
+A node ``i`` is a leaf when ``left[i] == -1``.  An internal node sends a row left when
+``x[feature] <= threshold`` (``bin <= bin_threshold`` on binned data) and a missing
+value left when ``default_left``.  ``value`` holds the (shrunk) leaf output for leaves
+and the node's own output for internal nodes (for explanations later).
+"""
+from typing import NamedTuple
+
+import numpy as np
+
+FIELDS = (
+    ("feature", np.int32), ("threshold", np.float64), ("bin_threshold", np.int32),
+    ("default_left", np.uint8), ("left", np.int32), ("right", np.int32),
+    ("value", np.float64), ("gain", np.float64), ("cover", np.float64), ("count", np.int64),
+)
+
+
+class Tree(NamedTuple):
+    feature: np.ndarray
+    threshold: np.ndarray
+    bin_threshold: np.ndarray
+    default_left: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    value: np.ndarray
+    gain: np.ndarray
+    cover: np.ndarray
+    count: np.ndarray
+    oblivious: bool = False
+
+    @property
+    def n_nodes(self):
+        return self.left.shape[0]
+
+    @property
+    def n_leaves(self):
+        return int(np.count_nonzero(self.left < 0))
+
+    def to_dict(self):
+        d = {name: getattr(self, name).tolist() for name, _ in FIELDS}
+        d["oblivious"] = bool(self.oblivious)
+        return d
+
+    @classmethod
+    def from_dict(cls, d):
+        arrays = {}
+        n = None
+        for name, dtype in FIELDS:
+            a = np.asarray(d[name], dtype=dtype)
+            if a.ndim != 1 or (n is not None and a.shape[0] != n):
+                raise ValueError(f"tree field {name!r} has a bad shape {a.shape}")
+            n = a.shape[0]
+            arrays[name] = a
+        tree = cls(**arrays, oblivious=bool(d.get("oblivious", False)))
+        tree.check()
+        return tree
+
+    def check(self):
+        """Structural check of a loaded tree: every child index in range, every node
+        reached once from the root, no cycles.  Raises ValueError."""
+        n = self.n_nodes
+        if n == 0:
+            raise ValueError("tree has no nodes")
+        internal = self.left >= 0
+        if np.any(self.right[internal] < 0) or np.any(self.left >= n) or np.any(self.right >= n):
+            raise ValueError("tree has a child index out of range")
+        seen = np.zeros(n, bool)
+        stack = [0]
+        while stack:
+            i = stack.pop()
+            if seen[i]:
+                raise ValueError("tree nodes do not form a tree")
+            seen[i] = True
+            if self.left[i] >= 0:
+                stack.extend((int(self.left[i]), int(self.right[i])))
+        if not seen.all():
+            raise ValueError("tree has unreachable nodes")
+        if np.any(~np.isfinite(self.value)):
+            raise ValueError("tree has a non-finite leaf value")
+
+    def max_feature(self):
+        internal = self.left >= 0
+        return int(self.feature[internal].max()) if internal.any() else -1
+
+
+class Ensemble(NamedTuple):
+    """Concatenated node arrays of many trees (see module docstring)."""
+    feature: np.ndarray
+    threshold: np.ndarray
+    default_left: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    value: np.ndarray
+    tree_offset: np.ndarray
+    tree_class: np.ndarray
+
+
+def concat(trees, tree_class):
+    if not trees:
+        z = np.zeros(0)
+        return Ensemble(z.astype(np.int32), z, z.astype(np.uint8), z.astype(np.int32),
+                        z.astype(np.int32), z, np.zeros(1, np.int64), z.astype(np.int32))
+    sizes = [t.n_nodes for t in trees]
+    return Ensemble(
+        np.concatenate([t.feature for t in trees]),
+        np.concatenate([t.threshold for t in trees]),
+        np.concatenate([t.default_left for t in trees]),
+        np.concatenate([t.left for t in trees]),
+        np.concatenate([t.right for t in trees]),
+        np.concatenate([t.value for t in trees]),
+        np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
+        np.asarray(tree_class, dtype=np.int32),
+    )
+
+
+class ObliviousEnsemble(NamedTuple):
+    level_feature: np.ndarray
+    level_threshold: np.ndarray
+    level_default_left: np.ndarray
+    level_offset: np.ndarray
+    leaf_value: np.ndarray
+    leaf_offset: np.ndarray
+    tree_class: np.ndarray
+
+
+def _oblivious_levels(tree):
+    """(features, thresholds, default_left, leaf values in bit order) of a symmetric tree."""
+    feats, thrs, dls = [], [], []
+    node = 0
+    while tree.left[node] >= 0:
+        feats.append(tree.feature[node])
+        thrs.append(tree.threshold[node])
+        dls.append(tree.default_left[node])
+        node = tree.left[node]
+    depth = len(feats)
+    leaves = np.empty(2 ** depth)
+    for code in range(2 ** depth):
+        node = 0
+        for lv in range(depth):
+            bit = (code >> (depth - 1 - lv)) & 1
+            node = tree.right[node] if bit else tree.left[node]
+        leaves[code] = tree.value[node]
+    return feats, thrs, dls, leaves
+
+
+def concat_oblivious(trees, tree_class):
+    parts = [_oblivious_levels(t) for t in trees]
+    depths = [len(p[0]) for p in parts]
+    return ObliviousEnsemble(
+        np.asarray([f for p in parts for f in p[0]], dtype=np.int32),
+        np.asarray([x for p in parts for x in p[1]], dtype=np.float64),
+        np.asarray([x for p in parts for x in p[2]], dtype=np.uint8),
+        np.concatenate([[0], np.cumsum(depths)]).astype(np.int64),
+        np.concatenate([p[3] for p in parts]) if parts else np.zeros(0),
+        np.concatenate([[0], np.cumsum([2 ** d for d in depths])]).astype(np.int64),
+        np.asarray(tree_class, dtype=np.int32),
+    )

@@ -1,0 +1,174 @@
+"""Tests for bonsai._threads: thread-count resolution and numba threading."""
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import warnings
+
+import pytest
+
+from bonsai import _threads
+from bonsai._threads import (available_threads, cgroup_cpu_limit, configure_threading_layer,
+                             hardware_thread_count, resolve_n_threads, thread_context)
+
+THREADS_PY = os.path.join(os.path.dirname(__file__), os.pardir, "bonsai", "_threads.py")
+
+
+def _write(root, rel, text):
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_cgroup_v2_quota(tmp_path):
+    _write(tmp_path, "cpu.max", "150000 100000\n")
+    assert cgroup_cpu_limit(tmp_path) == 2
+    _write(tmp_path, "cpu.max", "100000 100000\n")
+    assert cgroup_cpu_limit(tmp_path) == 1
+    _write(tmp_path, "cpu.max", "1000 100000\n")  # tiny quota -> at least 1
+    assert cgroup_cpu_limit(tmp_path) == 1
+    _write(tmp_path, "cpu.max", "400000 100000\n")
+    assert cgroup_cpu_limit(str(tmp_path)) == 4
+
+
+def test_cgroup_v2_max(tmp_path):
+    _write(tmp_path, "cpu.max", "max 100000\n")
+    # "max" wins even if stale v1 files exist next to it
+    _write(tmp_path, "cpu/cpu.cfs_quota_us", "100000\n")
+    _write(tmp_path, "cpu/cpu.cfs_period_us", "100000\n")
+    assert cgroup_cpu_limit(tmp_path) is None
+
+
+@pytest.mark.parametrize("sub", ["cpu", "cpu,cpuacct", "."])
+def test_cgroup_v1(tmp_path, sub):
+    _write(tmp_path, f"{sub}/cpu.cfs_quota_us", "250000\n")
+    _write(tmp_path, f"{sub}/cpu.cfs_period_us", "100000\n")
+    assert cgroup_cpu_limit(tmp_path) == 3
+
+
+def test_cgroup_v1_unlimited(tmp_path):
+    _write(tmp_path, "cpu/cpu.cfs_quota_us", "-1\n")
+    _write(tmp_path, "cpu/cpu.cfs_period_us", "100000\n")
+    assert cgroup_cpu_limit(tmp_path) is None
+
+
+def test_cgroup_missing_or_malformed(tmp_path):
+    assert cgroup_cpu_limit(tmp_path) is None
+    assert cgroup_cpu_limit(tmp_path / "does-not-exist") is None
+    _write(tmp_path, "cpu/cpu.cfs_quota_us", "100000\n")  # period missing
+    assert cgroup_cpu_limit(tmp_path) is None
+    _write(tmp_path, "cpu.max", "garbage\n")
+    assert cgroup_cpu_limit(tmp_path) is None
+
+
+def test_available_threads(tmp_path, monkeypatch):
+    monkeypatch.setattr(_threads, "hardware_thread_count", lambda: 8)
+    assert available_threads(tmp_path) == 8
+    _write(tmp_path, "cpu.max", "300000 100000\n")
+    assert available_threads(tmp_path) == 3
+    _write(tmp_path, "cpu.max", "1600000 100000\n")  # quota above hardware
+    assert available_threads(tmp_path) == 8
+
+
+def test_hardware_thread_count():
+    n = hardware_thread_count()
+    assert isinstance(n, int) and 1 <= n <= (os.cpu_count() or n)
+
+
+def test_resolve_auto(tmp_path, monkeypatch):
+    monkeypatch.setattr(_threads, "hardware_thread_count", lambda: 16)
+    _write(tmp_path, "cpu.max", "200000 100000\n")
+    assert resolve_n_threads(None, root=tmp_path) == 2
+    assert resolve_n_threads(None) >= 1
+
+
+def test_resolve_explicit_and_warns_once(tmp_path, monkeypatch):
+    monkeypatch.setattr(_threads, "hardware_thread_count", lambda: 16)
+    monkeypatch.setattr(_threads, "_warned_oversubscription", False)
+    _write(tmp_path, "cpu.max", "200000 100000\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert resolve_n_threads(2, root=tmp_path) == 2
+        assert resolve_n_threads(1, root=tmp_path) == 1
+    with pytest.warns(RuntimeWarning, match=r"n_threads=5.*\b2\b") as rec:
+        assert resolve_n_threads(5, root=tmp_path) == 5  # honoured
+    assert len(rec) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # second oversubscription: silent
+        assert resolve_n_threads(7, root=tmp_path) == 7
+
+
+@pytest.mark.parametrize("bad,exc", [(0, ValueError), (-2, ValueError), (True, TypeError),
+                                     (2.0, TypeError), ("2", TypeError)])
+def test_resolve_bad(bad, exc):
+    with pytest.raises(exc, match="n_threads"):
+        resolve_n_threads(bad)
+
+
+def test_thread_context_sets_and_restores():
+    import numba
+
+    configure_threading_layer()
+    before = numba.get_num_threads()
+    with thread_context(1) as n:
+        assert n == 1 and numba.get_num_threads() == 1
+        with thread_context(10**6) as m:  # capped at NUMBA_NUM_THREADS
+            assert m == numba.config.NUMBA_NUM_THREADS == numba.get_num_threads()
+        assert numba.get_num_threads() == 1
+    assert numba.get_num_threads() == before
+    with pytest.raises(KeyError):
+        with thread_context(1):
+            raise KeyError("x")
+    assert numba.get_num_threads() == before
+
+
+def test_thread_context_serialises_python_threads():
+    order = []
+
+    def worker(tag):
+        with thread_context(1):
+            order.append((tag, "in"))
+            order.append((tag, "out"))
+
+    with thread_context(1):
+        t = threading.Thread(target=worker, args=("t",))
+        t.start()
+        t.join(0.05)
+        locked = _threads._layer_initialized() == "workqueue"
+        if locked:  # the worker must wait for us to leave
+            assert order == []
+    t.join(5)
+    assert order == [("t", "in"), ("t", "out")]
+
+
+def _layer_in_subprocess(env_layer):
+    code = textwrap.dedent(f"""
+        import importlib.util, numba
+        spec = importlib.util.spec_from_file_location("_threads", {THREADS_PY!r})
+        mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
+        first = mod.configure_threading_layer()
+        with mod.thread_context(1):
+            pass
+        print(first, numba.threading_layer(), mod.configure_threading_layer())
+    """)
+    env = dict(os.environ)
+    env.pop("NUMBA_THREADING_LAYER", None)
+    if env_layer:
+        env["NUMBA_THREADING_LAYER"] = env_layer
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=60)
+    if env_layer and "No threading layer could be loaded" in out.stderr:
+        pytest.skip(f"numba threading layer {env_layer!r} not available here")
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split()
+
+
+def test_threading_layer_defaults_to_workqueue():
+    assert _layer_in_subprocess(None) == ["workqueue"] * 3
+
+
+def test_threading_layer_respects_environment():
+    first, active, again = _layer_in_subprocess("omp")
+    assert first == "omp" and active == "omp" and again == "omp"
