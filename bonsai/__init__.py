@@ -13,6 +13,7 @@ from .booster import Booster  # noqa: E402
 from .boosting import train  # noqa: E402
 from .callbacks import EarlyStopping, EvaluationMonitor, TrainingCallback  # noqa: E402
 from .dataset import Dataset  # noqa: E402
+from ._warmup import warmup  # noqa: E402
 
 __all__ = ["Booster", "Dataset", "EarlyStopping", "EvaluationMonitor", "TrainingCallback",
-           "train", "__version__"]
+           "train", "warmup", "__version__"]

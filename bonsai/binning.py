@@ -119,7 +119,7 @@ class BinMapper:
     def transform(self, X):
         """Bin codes of ``X`` (float32/float64, any order), (n, F) C-order uint8/uint16."""
         out = np.empty(X.shape, dtype=self.dtype)
-        _kernels.map_to_bins(X, self.thresholds, self.thr_offsets, out)
+        _kernels.map_to_bins(X, self.thresholds, self.thr_offsets, bool(X.flags.c_contiguous), out)
         return out
 
     def to_dict(self):

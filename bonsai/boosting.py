@@ -11,6 +11,7 @@ import numpy as np
 
 from ._dtypes import GRAD, IDX
 from ._params import validate_params
+from ._profile import report, stage
 from ._threads import resolve_n_threads, thread_context
 from .backends import get_backend
 from .booster import Booster
@@ -176,23 +177,27 @@ def _grow_round(p, booster, objective, grower, backend, train_set, y, w, raw, ev
         oob = np.flatnonzero(mask).astype(IDX)
     bm = train_set.bin_mapper
     for k in range(k_out):
-        scales = backend.quantize(grad[k], hess[k], rows.shape[0], gh)
+        with stage("quantize"):
+            scales = backend.quantize(grad[k], hess[k], rows.shape[0], gh)
         idx = rows.copy()
         tree, leaves, l0, l1 = grower.grow(gh, scales, idx, np.random.default_rng([p.random_state, it, k]))
         if objective.renew_leaf is not None:
-            for lf, a, b in zip(leaves, l0, l1):
-                r = idx[a:b]
-                tree.value[lf] = objective.renew_leaf(y[r] - raw[k, r], None if w is None else w[r])
+            with stage("renew_leaves"):
+                for lf, a, b in zip(leaves, l0, l1):
+                    r = idx[a:b]
+                    tree.value[lf] = objective.renew_leaf(y[r] - raw[k, r], None if w is None else w[r])
         tree.value[:] *= p.learning_rate
-        backend.add_leaf_values(raw[k], idx, l0, l1, tree.value[leaves])
-        if oob is not None:
-            backend.predict_binned_add(train_set.X_binned, oob, tree.feature, tree.bin_threshold,
-                                       tree.default_left, bm.missing_bin, tree.left, tree.right,
-                                       tree.value, raw[k])
-        for ev in evals:
-            backend.predict_binned_add(ev.X_binned, ev.rows, tree.feature, tree.bin_threshold,
-                                       tree.default_left, bm.missing_bin, tree.left, tree.right,
-                                       tree.value, ev.raw[k])
+        with stage("score_update"):
+            backend.add_leaf_values(raw[k], idx, l0, l1, tree.value[leaves])
+            if oob is not None:
+                backend.predict_binned_add(train_set.X_binned, oob, tree.feature, tree.bin_threshold,
+                                           tree.default_left, bm.missing_bin, tree.left, tree.right,
+                                           tree.value, raw[k])
+        with stage("eval_predict"):
+            for ev in evals:
+                backend.predict_binned_add(ev.X_binned, ev.rows, tree.feature, tree.bin_threshold,
+                                           tree.default_left, bm.missing_bin, tree.left, tree.right,
+                                           tree.value, ev.raw[k])
         booster._append(tree, k)
 
 
@@ -210,14 +215,12 @@ def _boost(p, booster, objective, grower, backend, train_set, y, w, raw, evals, 
     for it in range(start, start + p.n_estimators):
         if any(cb.before_iteration(booster, it, evals_log) for cb in callbacks):
             break
-        objective.grad_hess(y, raw, w, grad, hess)
+        with stage("gradients"):
+            objective.grad_hess(y, raw, w, grad, hess)
         _grow_round(p, booster, objective, grower, backend, train_set, y, w, raw, evals,
                     grad, hess, gh, it, k_out)
-        for ev in evals:
-            pred = objective.transform(ev.raw)
-            log = evals_log.setdefault(ev.name, {})
-            for m in metrics:
-                log.setdefault(m.name, []).append(float(m.fn(ev.y, pred, ev.w)))
+        with stage("metrics"):
+            _evaluate(evals, objective, metrics, evals_log)
         stop = False
         for cb in callbacks:  # every callback sees every iteration
             stop = cb.after_iteration(booster, it, evals_log) or stop
@@ -225,4 +228,13 @@ def _boost(p, booster, objective, grower, backend, train_set, y, w, raw, evals, 
             break
     for cb in callbacks:
         booster = cb.after_training(booster)
+    report("train")
     return booster
+
+
+def _evaluate(evals, objective, metrics, evals_log):
+    for ev in evals:
+        pred = objective.transform(ev.raw)
+        log = evals_log.setdefault(ev.name, {})
+        for m in metrics:
+            log.setdefault(m.name, []).append(float(m.fn(ev.y, pred, ev.w)))

@@ -5,6 +5,7 @@ Validation data is binned with the training bin edges by passing
 """
 import numpy as np
 
+from ._profile import stage
 from .binning import BinMapper
 from .data import check_vector, is_integer, to_matrix
 
@@ -55,9 +56,11 @@ class Dataset:
             self.bin_mapper = reference.bin_mapper
             names = names if names is not None else reference.feature_names
         else:
-            self.bin_mapper = BinMapper.fit(X, max_bin, self.weight, random_state=random_state)
+            with stage("bin_edges"):
+                self.bin_mapper = BinMapper.fit(X, max_bin, self.weight, random_state=random_state)
         self.feature_names = names
-        self.X_binned = self.bin_mapper.transform(X)
+        with stage("bin_map"):
+            self.X_binned = self.bin_mapper.transform(X)
         self.reference = reference
         self.data = X  # kept (no copy of numpy input) for continued training and re-binning
 

@@ -18,6 +18,7 @@ Backends (cpu now; cuda and dask later) plug in behind the same function names
 import numpy as np
 
 from ._dtypes import IDX
+from ._profile import stage
 from .backends.cpu.split import NEG_INF
 from .tree import Tree
 
@@ -111,7 +112,7 @@ class Grower:
                  "tree": self._sample(rng, np.arange(n_features), self.colsample[0])}
         root = nodes.add(0, idx.shape[0], 0, -1)
         nodes.slot[root] = self.pool.alloc()
-        self._build([root], nodes, gh, idx)
+        self._build([root], nodes, gh, idx, identity=idx.shape[0] == self.X.shape[0])
         self._evaluate([root], nodes, scales, state)
         frontier = [root]
         n_leaves = 1
@@ -163,8 +164,9 @@ class Grower:
             return []
         slots = np.array([nodes.slot[n] for n in frontier], np.int64)
         mask = self._masks([depth], state)[0]
-        cand = self.backend.find_level_split(self.pool, slots, self.feat_off, self.n_value_bins,
-                                             mask, scales, self.cfg, self.min_child_samples)
+        with stage("splits"):
+            cand = self.backend.find_level_split(self.pool, slots, self.feat_off, self.n_value_bins,
+                                                 mask, scales, self.cfg, self.min_child_samples)
         flat = int(np.argmax(cand))  # first max: lowest feature, bin, missing-right first
         best = cand.flat[flat]
         if not (best > max(self.cfg[4], 0.0)):
@@ -173,10 +175,9 @@ class Grower:
         f = int(np.searchsorted(self.feat_off, cell, side="right") - 1)
         off = int(self.feat_off[f])
         bb = cell - off
-        sums = self.backend.node_sums(self.pool, slots, self.feat_off)
-        lsums = self.pool.hist[slots, off:off + bb + 1].sum(axis=1)
-        if dl:
-            lsums += self.pool.hist[slots, off + int(self.n_value_bins[f])]
+        sums = self.backend.node_sums(self.pool, slots, self.feat_off, scales)
+        lsums = self.backend.range_sums(self.pool, slots, off, off + bb + 1,
+                                        off + int(self.n_value_bins[f]) if dl else -1, scales)
         for j, n in enumerate(frontier):
             nodes.feature[n] = f
             nodes.bin[n] = bb
@@ -193,9 +194,10 @@ class Grower:
         if self.policy == "oblivious":
             return  # the level split is chosen jointly in _select_level
         masks = self._masks([nodes.depth[n] for n in ids], state)
-        gain, feat, bin_, dl, lsum, sums = self.backend.find_best_splits(
-            self.pool, slots, self.feat_off, self.n_value_bins, masks, scales, self.cfg,
-            self.min_child_samples)
+        with stage("splits"):
+            gain, feat, bin_, dl, lsum, sums = self.backend.find_best_splits(
+                self.pool, slots, self.feat_off, self.n_value_bins, masks, scales, self.cfg,
+                self.min_child_samples)
         for j, n in enumerate(ids):
             nodes.gain[n] = gain[j]
             nodes.feature[n] = int(feat[j])
@@ -209,11 +211,12 @@ class Grower:
         starts = np.array([nodes.start[n] for n in batch], np.int64)
         stops = np.array([nodes.stop[n] for n in batch], np.int64)
         feat = np.array([nodes.feature[n] for n in batch], np.int64)
-        nleft = self.backend.partition(
-            self.X, idx, self.tmp, self.go_left, starts, stops, feat,
-            np.array([nodes.bin[n] for n in batch], np.int64),
-            np.array([nodes.default_left[n] for n in batch], np.uint8),
-            self.missing_bin[feat].astype(np.int64), self.n_threads)
+        with stage("partition"):
+            nleft = self.backend.partition(
+                self.X, idx, self.tmp, self.go_left, starts, stops, feat,
+                np.array([nodes.bin[n] for n in batch], np.int64),
+                np.array([nodes.default_left[n] for n in batch], np.uint8),
+                self.missing_bin[feat].astype(np.int64), self.n_threads)
         children = []
         for j, n in enumerate(batch):
             mid = int(starts[j] + nleft[j])
@@ -256,11 +259,7 @@ class Grower:
             parents.append(nodes.slot[large])
             larger.append(large)
         if build:
-            self.backend.build_histograms(
-                self.pool, self.X, self.feat_off, gh, idx,
-                np.array([nodes.start[c] for c in build], np.int64),
-                np.array([nodes.stop[c] for c in build], np.int64),
-                np.array([nodes.slot[c] for c in build], np.int64), self.n_threads)
+            self._build(build, nodes, gh, idx)
             self.backend.subtract_histograms(
                 self.pool, np.array(parents, np.int64),
                 np.array([nodes.slot[c] for c in build], np.int64))
@@ -270,12 +269,13 @@ class Grower:
                 nodes.slot[c] = -1
         return [c for c in sorted(expandable)]
 
-    def _build(self, ids, nodes, gh, idx):
-        self.backend.build_histograms(
-            self.pool, self.X, self.feat_off, gh, idx,
-            np.array([nodes.start[n] for n in ids], np.int64),
-            np.array([nodes.stop[n] for n in ids], np.int64),
-            np.array([nodes.slot[n] for n in ids], np.int64), self.n_threads)
+    def _build(self, ids, nodes, gh, idx, identity=False):
+        with stage("histograms"):
+            self.backend.build_histograms(
+                self.pool, self.X, self.feat_off, gh, idx,
+                np.array([nodes.start[n] for n in ids], np.int64),
+                np.array([nodes.stop[n] for n in ids], np.int64),
+                np.array([nodes.slot[n] for n in ids], np.int64), self.n_threads, identity)
 
     def _finish(self, nodes, scales):
         from .backends.cpu.split import leaf_weight

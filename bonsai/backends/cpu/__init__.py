@@ -8,7 +8,7 @@ integers, the result does not depend on that split.
 """
 import numpy as np
 
-from ..._dtypes import HIST, N_HIST_CHANNELS, fixed_point_scale
+from ..._dtypes import FIXED_POINT_BITS, HIST, N_HIST_CHANNELS, count_bits, fixed_point_scale
 from . import histogram as _hist
 from . import partition as _part
 from . import predict as _pred
@@ -21,7 +21,7 @@ MIN_ROWS_PER_THREAD = 4096
 
 
 class HistogramPool:
-    """Histogram slots ``(capacity, n_bins_total, 3)`` int64 with a free list.
+    """Histogram slots ``(capacity, n_bins_total, 2)`` int64 with a free list.
 
     The pool lives for a whole fit, so histograms are allocated once, not per node.
     """
@@ -68,15 +68,23 @@ def plan_pieces(starts, stops, n_threads):
 
 
 def quantize(grad, hess, n_rows, out):
-    """Fixed-point (grad, hess) of one output: ``out (n, 2) int64``; returns scales."""
+    """Fixed-point (grad, packed hess/count) of one output into ``out (n, 2) int64``.
+
+    Returns ``scales = [grad scale, hess scale, count_bits]`` (float64), which every
+    split kernel takes to turn cells back into sums.
+    """
+    cb = count_bits(n_rows)
     sg = fixed_point_scale(float(np.max(np.abs(grad))) if grad.size else 0.0, n_rows)
-    sh = fixed_point_scale(float(np.max(np.abs(hess))) if hess.size else 0.0, n_rows)
-    _hist.quantize_gradients(grad, hess, sg, sh, out)
-    return np.array([sg, sh])
+    sh = fixed_point_scale(float(np.max(np.abs(hess))) if hess.size else 0.0, n_rows,
+                           FIXED_POINT_BITS - cb)
+    _hist.quantize_gradients(grad, hess, sg, sh, cb, out)
+    return np.array([sg, sh, float(cb)])
 
 
-def build_histograms(pool, X_binned, feat_off, gh, idx, starts, stops, slots, n_threads):
-    """Fill ``pool.hist[slots[i]]`` from the rows ``idx[starts[i]:stops[i]]``."""
+def build_histograms(pool, X_binned, feat_off, gh, idx, starts, stops, slots, n_threads,
+                     identity=False):
+    """Fill ``pool.hist[slots[i]]`` from the rows ``idx[starts[i]:stops[i]]``;
+    ``identity`` says ``idx[i] == i`` on those ranges (the unsampled root)."""
     node, p_start, p_stop, thread_ptr = plan_pieces(starts, stops, n_threads)
     p_slot = slots[node].copy()
     first = np.concatenate([[True], node[1:] != node[:-1]]) if node.size else node.astype(bool)
@@ -86,7 +94,8 @@ def build_histograms(pool, X_binned, feat_off, gh, idx, starts, stops, slots, n_
     hist = pool.hist
     for i in np.setdiff1d(np.arange(slots.shape[0]), node):  # empty nodes
         hist[slots[i]] = 0
-    _hist.build_histograms(X_binned, feat_off, gh, idx, p_start, p_stop, p_slot, thread_ptr, hist)
+    _hist.build_histograms(X_binned, feat_off, gh, idx, identity, p_start, p_stop, p_slot,
+                           thread_ptr, hist)
     if extra.size:
         dst_nodes, counts = np.unique(node[extra], return_counts=True)
         src_ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
@@ -100,9 +109,16 @@ def subtract_histograms(pool, parent_slots, child_slots):
     _hist.subtract_histograms(pool.hist, parent_slots, child_slots)
 
 
-def node_sums(pool, slots, feat_off):
+def node_sums(pool, slots, feat_off, scales):
     out = np.empty((slots.shape[0], 3), np.int64)
-    _split.node_sums(pool.hist, slots, feat_off, out)
+    _split.node_sums(pool.hist, slots, feat_off, int(scales[2]), out)
+    return out
+
+
+def range_sums(pool, slots, lo, hi, extra, scales):
+    """(grad, hess, count) sums of bins ``lo:hi`` (plus bin ``extra`` if >= 0) per slot."""
+    out = np.empty((slots.shape[0], 3), np.int64)
+    _split.range_sums(pool.hist, slots, lo, hi, extra, int(scales[2]), out)
     return out
 
 

@@ -12,15 +12,34 @@ from numba import njit, prange
 _ROW_BLOCK = 4096
 
 
+@njit(cache=True, inline="always")
+def _bin_of(x, thresholds, t0, nt):
+    if np.isnan(x):
+        return nt + 1
+    if nt == 0:
+        return 0
+    # branchless lower bound: the loop count depends on nt only and the comparison
+    # becomes a conditional move (a branchy search mispredicts about half its steps)
+    base = t0
+    m = nt
+    while m > 1:
+        half = m >> 1
+        base = base + half if thresholds[base + half] < x else base
+        m -= half
+    return base - t0 + (1 if thresholds[base] < x else 0)
+
+
 @njit(parallel=True, cache=True)
-def map_to_bins(X, thresholds, thr_offsets, out):
+def map_to_bins(X, thresholds, thr_offsets, row_major, out):
     """Bin a raw matrix.
 
     Parameters
     ----------
-    X : (n, F) float32 or float64, any order, IN
+    X : (n, F) float32 or float64, IN
     thresholds : (sum t_f,) float64, IN -- feature f owns ``thresholds[thr_offsets[f]:thr_offsets[f+1]]``
     thr_offsets : (F + 1,) int64, IN
+    row_major : bool -- X is C-ordered (walk rows, then features); else walk each
+        feature over a block of rows, so reads stay sequential in both layouts
     out : (n, F) uint8 or uint16, C order, OUT
     """
     n, n_features = X.shape
@@ -28,23 +47,17 @@ def map_to_bins(X, thresholds, thr_offsets, out):
     for blk in prange(n_blocks):
         r0 = blk * _ROW_BLOCK
         r1 = min(n, r0 + _ROW_BLOCK)
-        for f in range(n_features):
-            t0 = thr_offsets[f]
-            nt = thr_offsets[f + 1] - t0
+        if row_major:
             for r in range(r0, r1):
-                x = X[r, f]
-                if np.isnan(x):
-                    out[r, f] = nt + 1
-                else:
-                    lo = 0
-                    hi = nt
-                    while lo < hi:
-                        mid = (lo + hi) >> 1
-                        if thresholds[t0 + mid] < x:
-                            lo = mid + 1
-                        else:
-                            hi = mid
-                    out[r, f] = lo
+                for f in range(n_features):
+                    t0 = thr_offsets[f]
+                    out[r, f] = _bin_of(X[r, f], thresholds, t0, thr_offsets[f + 1] - t0)
+        else:
+            for f in range(n_features):
+                t0 = thr_offsets[f]
+                nt = thr_offsets[f + 1] - t0
+                for r in range(r0, r1):
+                    out[r, f] = _bin_of(X[r, f], thresholds, t0, nt)
 
 
 @njit(parallel=True, cache=True)
@@ -60,16 +73,27 @@ def summarize_columns(sample, weights, out_values, out_weights, out_sizes):
     out_sizes : (F,) int64, OUT
     """
     m, n_features = sample.shape
+    unit = True
+    for j in range(m):
+        if weights[j] != 1.0:
+            unit = False
+            break
     for f in prange(n_features):
         col = sample[:, f].copy()
-        order = np.argsort(col, kind="mergesort")
+        if unit:
+            col = np.sort(col)  # NaN sorts last
+            wcol = weights
+        else:
+            order = np.argsort(col, kind="mergesort")
+            col = col[order]
+            wcol = weights[order]
         k = -1
         prev = 0.0
         for j in range(m):
-            v = col[order[j]]
+            v = col[j]
             if np.isnan(v):
-                break  # NaN sorts last
-            w = weights[order[j]]
+                break
+            w = wcol[j]
             if k >= 0 and v == prev:
                 out_weights[f, k] += w
             else:

@@ -9,6 +9,10 @@ the thread count.
 import numpy as np
 from numba import njit, prange
 
+from ._intrinsics import prefetch_row
+
+_PREFETCH = 32
+
 
 @njit(parallel=True, cache=True)
 def partition_nodes(X_binned, idx, tmp, go_left, task_node, task_start, task_stop, thread_ptr,
@@ -39,7 +43,10 @@ def partition_nodes(X_binned, idx, tmp, go_left, task_node, task_start, task_sto
             mb = node_missing_bin[nd]
             dl = node_default_left[nd]
             c = 0
+            pf_stop = task_stop[t] - _PREFETCH
             for i in range(task_start[t], task_stop[t]):
+                if i < pf_stop:
+                    prefetch_row(X_binned, idx[i + _PREFETCH])
                 b = X_binned[idx[i], f]
                 if b == mb:
                     left = dl

@@ -55,26 +55,50 @@ def leaf_score(g, h, reg_lambda, reg_alpha, max_delta_step):
     return -(2.0 * gt * w + den * w * w)
 
 
+@njit(cache=True, inline="always")
+def _unpack(hc, cbits, mask):
+    """(hess, count) from a packed ``hess * 2**cbits + count`` sum."""
+    return hc >> cbits, hc & mask
+
+
 @njit(cache=True)
-def _node_sums(H, feat_off, out):
+def _node_sums(H, feat_off, cbits, out):
     g = 0
-    h = 0
-    c = 0
+    hc = 0
     for b in range(feat_off[0], feat_off[1]):
         g += H[b, 0]
-        h += H[b, 1]
-        c += H[b, 2]
+        hc += H[b, 1]
     out[0] = g
-    out[1] = h
-    out[2] = c
+    out[1] = hc >> cbits
+    out[2] = hc & ((np.int64(1) << cbits) - 1)
 
 
 @njit(parallel=True, cache=True)
-def node_sums(hist, slots, feat_off, out):
+def node_sums(hist, slots, feat_off, cbits, out):
     """Totals (grad, hess, count) of each node, read off feature 0's bins (every
     feature's bins, missing bin included, sum to the node total).  out (m, 3) int64."""
     for i in prange(slots.shape[0]):
-        _node_sums(hist[slots[i]], feat_off, out[i])
+        _node_sums(hist[slots[i]], feat_off, cbits, out[i])
+
+
+@njit(cache=True)
+def range_sums(hist, slots, lo, hi, extra, cbits, out):
+    """Unpacked (grad, hess, count) sums of bins ``lo..hi-1`` (plus bin ``extra`` when
+    ``extra >= 0``) of each slot.  out (m, 3) int64."""
+    mask = (np.int64(1) << cbits) - 1
+    for i in range(slots.shape[0]):
+        H = hist[slots[i]]
+        g = 0
+        hc = 0
+        for b in range(lo, hi):
+            g += H[b, 0]
+            hc += H[b, 1]
+        if extra >= 0:
+            g += H[extra, 0]
+            hc += H[extra, 1]
+        out[i, 0] = g
+        out[i, 1] = hc >> cbits
+        out[i, 2] = hc & mask
 
 
 @njit(parallel=True, cache=True)
@@ -90,7 +114,7 @@ def find_best_splits(hist, slots, feat_off, n_value_bins, feature_mask, scales, 
     feat_off : (F + 1,) int64, IN
     n_value_bins : (F,) int64, IN -- non-missing bins; the missing bin follows them
     feature_mask : (m, F) uint8, IN -- 1 where the feature may be used at that node
-    scales : (2,) float64 fixed-point scales of grad and hess, IN
+    scales : (3,) float64 = grad scale, hess scale, count_bits, IN
     cfg : (5,) float64 = reg_lambda, reg_alpha, max_delta_step, min_child_weight, min_split_gain
     min_child_samples : int
     out_gain : (m,) float64, OUT -- -inf where no valid split
@@ -101,6 +125,8 @@ def find_best_splits(hist, slots, feat_off, n_value_bins, feature_mask, scales, 
     n_features = n_value_bins.shape[0]
     sg = scales[0]
     sh = scales[1]
+    cbits = np.int64(scales[2])
+    mask = (np.int64(1) << cbits) - 1
     lam = cfg[0]
     alpha = cfg[1]
     mds = cfg[2]
@@ -109,7 +135,7 @@ def find_best_splits(hist, slots, feat_off, n_value_bins, feature_mask, scales, 
     for i in prange(slots.shape[0]):
         H = hist[slots[i]]
         tot = out_node_sums[i]
-        _node_sums(H, feat_off, tot)
+        _node_sums(H, feat_off, cbits, tot)
         tg = tot[0]
         th = tot[1]
         tc = tot[2]
@@ -127,17 +153,15 @@ def find_best_splits(hist, slots, feat_off, n_value_bins, feature_mask, scales, 
             nv = n_value_bins[f]
             base = feat_off[f]
             mg = H[base + nv, 0]
-            mh = H[base + nv, 1]
-            mc = H[base + nv, 2]
+            mh, mc = _unpack(H[base + nv, 1], cbits, mask)
             lg = 0
-            lh = 0
-            lc = 0
+            lhc = 0
             # threshold b sends value bins 0..b left; b == nv - 1 (all values left)
             # only makes sense with missing values going right.
             for b in range(nv):
                 lg += H[base + b, 0]
-                lh += H[base + b, 1]
-                lc += H[base + b, 2]
+                lhc += H[base + b, 1]
+                lh, lc = _unpack(lhc, cbits, mask)
                 for dl in range(2):
                     if dl == 0:
                         if b == nv - 1 and mc == 0:
@@ -197,6 +221,8 @@ def find_level_split(hist, slots, feat_off, n_value_bins, feature_mask, scales, 
     m = slots.shape[0]
     sg = scales[0]
     sh = scales[1]
+    cbits = np.int64(scales[2])
+    mask = (np.int64(1) << cbits) - 1
     lam = cfg[0]
     alpha = cfg[1]
     mds = cfg[2]
@@ -212,21 +238,19 @@ def find_level_split(hist, slots, feat_off, n_value_bins, feature_mask, scales, 
         for i in range(m):
             H = hist[slots[i]]
             tot = np.zeros(3, np.int64)
-            _node_sums(H, feat_off, tot)
+            _node_sums(H, feat_off, cbits, tot)
             tg = tot[0]
             th = tot[1]
             tc = tot[2]
             parent = leaf_score(tg / sg, th / sh, lam, alpha, mds)
             mg = H[base + nv, 0]
-            mh = H[base + nv, 1]
-            mc = H[base + nv, 2]
+            mh, mc = _unpack(H[base + nv, 1], cbits, mask)
             lg = 0
-            lh = 0
-            lc = 0
+            lhc = 0
             for b in range(nv):
                 lg += H[base + b, 0]
-                lh += H[base + b, 1]
-                lc += H[base + b, 2]
+                lhc += H[base + b, 1]
+                lh, lc = _unpack(lhc, cbits, mask)
                 for dl in range(2):
                     if dl == 0:
                         cg = lg

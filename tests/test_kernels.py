@@ -1,0 +1,599 @@
+"""Unit tests of the CPU kernels against the pure-Python oracles in
+``tests/reference/naive.py``, on tiny handcrafted or seeded random data."""
+import numpy as np
+import pytest
+
+import bonsai
+from bonsai._threads import thread_context
+from bonsai.backends import cpu
+from bonsai.backends.cpu import binning as kbin
+from bonsai.binning import BinMapper, QuantileSummary, summarize
+from bonsai.tree import concat, concat_oblivious
+from reference.naive import (gh_parts, ghc_to_hist, hist_to_ghc, naive_best_split,
+                             naive_goes_left, naive_histogram, naive_level_gains,
+                             naive_predict_margin, naive_tree_leaf)
+
+CFG_DEFAULT = np.array([1.0, 0.0, 0.0, 1e-3, 0.0])  # lambda, alpha, mds, mcw, msg
+
+
+def _layout(n_value_bins):
+    nv = np.asarray(n_value_bins, np.int64)
+    feat_off = np.concatenate([[0], np.cumsum(nv + 1)]).astype(np.int64)
+    return nv, feat_off
+
+
+def _random_binned(rng, n, n_value_bins, p_missing=0.1):
+    """Bin codes in [0, nv] (nv = the missing bin), uint8 C order."""
+    cols = []
+    for nv in n_value_bins:
+        c = rng.integers(0, nv, n)
+        c[rng.random(n) < p_missing] = nv
+        cols.append(c)
+    return np.ascontiguousarray(np.stack(cols, axis=1).astype(np.uint8))
+
+
+def _quantized(rng, n, g=None, h=None):
+    """Quantized (gh, scales, gq, hq) of float32 gradients spanning many magnitudes."""
+    if g is None:
+        g = rng.standard_cauchy(n) * 10.0 ** rng.integers(-8, 8, n)
+    if h is None:
+        h = rng.uniform(0.0, 1.0, n) * 10.0 ** rng.integers(-6, 3, n)
+    g = np.asarray(g, np.float32)
+    h = np.asarray(h, np.float32)
+    gh = np.empty((n, 2), np.int64)
+    with thread_context(2):
+        scales = cpu.quantize(g, h, n, gh)
+    gq, hq, cnt = gh_parts(gh, scales)
+    assert np.all(cnt == 1)
+    return gh, scales, gq, hq
+
+
+def _build(pool, X, feat_off, gh, idx, starts, stops, n_threads):
+    slots = np.array([pool.alloc() for _ in starts], np.int64)
+    # poison the slots: build_histograms must overwrite them
+    pool.hist[slots] = 12345
+    with thread_context(n_threads):
+        cpu.build_histograms(pool, X, feat_off, gh, idx, np.asarray(starts, np.int64),
+                             np.asarray(stops, np.int64), slots, n_threads)
+    return slots
+
+
+# ---- binning ---------------------------------------------------------------------------
+
+def test_map_to_bins_handcrafted():
+    thr = np.array([1.0, 2.0, 3.0])           # feature 0: 3 thresholds, bins 0..3, missing 4
+    offsets = np.array([0, 3, 3], np.int64)   # feature 1: no thresholds, bin 0, missing 1
+    col0 = [-np.inf, -5.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 1e30, np.inf, np.nan]
+    exp0 = [0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 3, 4]
+    col1 = [7.0, -np.inf, np.inf, np.nan, 0.0, 7.0, 7.0, 7.0, 7.0, 7.0, 7.0, np.nan]
+    exp1 = [0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1]
+    for dtype in (np.float64, np.float32):
+        for order in ("C", "F"):
+            X = np.array([col0, col1], dtype=np.float64).astype(dtype).T.copy(order=order)
+            for out_dtype in (np.uint8, np.uint16):
+                out = np.full(X.shape, 99, out_dtype)
+                with thread_context(2):
+                    kbin.map_to_bins(X, thr, offsets, out)
+                np.testing.assert_array_equal(out[:, 0], exp0)
+                np.testing.assert_array_equal(out[:, 1], exp1)
+
+
+def test_binmapper_special_values_and_constant_feature():
+    rng = np.random.default_rng(0)
+    n = 500
+    X = np.empty((n, 3))
+    X[:, 0] = rng.normal(size=n)
+    X[:, 1] = 4.25                       # constant feature
+    X[:, 2] = rng.integers(0, 5, n)      # 5 distinct values
+    X[::7, 0] = np.nan
+    X[::11, 1] = np.nan
+    bm = BinMapper.fit(X, max_bin=16)
+    assert bm.feature_thresholds(1).size == 0, "a constant feature must get no thresholds"
+    assert bm.n_value_bins[1] == 1 and bm.missing_bin[1] == 1
+    np.testing.assert_array_equal(bm.feature_thresholds(2), [0.5, 1.5, 2.5, 3.5])
+    assert bm.feature_thresholds(0).size <= 15
+    assert np.all(np.diff(bm.feature_thresholds(0)) > 0)
+    B = bm.transform(X)
+    assert B.dtype == np.uint8 and B.flags.c_contiguous
+    assert np.all(B[::7, 0] == bm.missing_bin[0])
+    assert np.all(B[::11, 1] == 1)
+    assert np.all(B[np.arange(n) % 11 != 0, 1] == 0)
+    np.testing.assert_array_equal(B[:, 2], X[:, 2].astype(int))
+    # the bin convention: x <= thr[b]  <=>  bin(x) <= b
+    t0 = bm.feature_thresholds(0)
+    fin = ~np.isnan(X[:, 0])
+    np.testing.assert_array_equal(B[fin, 0], np.searchsorted(t0, X[fin, 0], side="left"))
+    # infinities on unseen data: +inf -> last value bin, -inf -> bin 0
+    Z = np.array([[np.inf, np.inf, np.inf], [-np.inf, -np.inf, -np.inf]])
+    Bz = bm.transform(Z)
+    np.testing.assert_array_equal(Bz[0], bm.n_value_bins - 1)
+    np.testing.assert_array_equal(Bz[1], [0, 0, 0])
+    # uint16 codes above 255 bins
+    bm16 = BinMapper.fit(rng.normal(size=(3000, 1)), max_bin=1000)
+    assert bm16.transform(np.zeros((1, 1))).dtype == np.uint16
+    assert bm16.n_value_bins[0] > 256
+
+
+def test_greedy_thresholds_few_values_are_midpoints():
+    out = np.empty(10)
+    v = np.array([-3.0, 0.0, 1.0, 10.0])
+    k = kbin.greedy_thresholds(v, np.ones(4), 10, out)
+    np.testing.assert_array_equal(out[:k], [-1.5, 0.5, 5.5])
+    assert kbin.greedy_thresholds(np.array([2.0]), np.ones(1), 10, out) == 0
+    assert kbin.greedy_thresholds(np.empty(0), np.empty(0), 10, out) == 0
+    # adjacent floats: the cut is the lower value itself, so both stay separable
+    a = 1.0
+    b = np.nextafter(a, 2.0)
+    k = kbin.greedy_thresholds(np.array([a, b]), np.ones(2), 10, out)
+    assert k == 1 and out[0] == a
+    # exactly max_bin distinct values: every value its own bin
+    v = np.arange(8.0)
+    k = kbin.greedy_thresholds(v, np.ones(8), 8, out)
+    np.testing.assert_array_equal(out[:k], np.arange(7.0) + 0.5)
+
+
+def test_greedy_thresholds_many_values():
+    max_bin = 10
+    out = np.empty(max_bin - 1)
+    v = np.arange(100.0)
+    w = np.ones(100)
+    w[50] = 1000.0                       # a heavy value gets a bin of its own
+    k = kbin.greedy_thresholds(v, w, max_bin, out)
+    t = out[:k]
+    assert 1 <= k <= max_bin - 1
+    assert np.all(np.diff(t) > 0)
+    assert 49.5 in t and 50.5 in t
+    # uniform weights: bins of roughly equal weight
+    k = kbin.greedy_thresholds(v, np.ones(100), max_bin, out)
+    t = out[:k]
+    assert k == max_bin - 1
+    counts = np.diff(np.concatenate([[0], np.searchsorted(v, t, side="right"), [100]]))
+    assert counts.sum() == 100 and counts.max() <= 2 * 100 / max_bin
+
+
+# ---- quantile summaries ---------------------------------------------------------------
+
+def test_quantile_summary_merge_of_halves_equals_whole():
+    rng = np.random.default_rng(1)
+    X = np.round(rng.normal(size=(3000, 3)), 2)   # many repeated values
+    X[rng.random(3000) < 0.05, 1] = np.nan
+    w = rng.integers(1, 5, 3000).astype(np.float64)  # integer weights: exact sums
+    whole = summarize(X, w)
+    first = summarize(X[:1234], w[:1234])
+    second = summarize(X[1234:], w[1234:])
+    for f in range(3):
+        m = first[f].merge(second[f])
+        np.testing.assert_array_equal(m.values, whole[f].values)
+        np.testing.assert_array_equal(m.weights, whole[f].weights)
+        assert np.all(np.diff(m.values) > 0)
+    # merging with an empty summary is the identity; merge is symmetric
+    empty = QuantileSummary(np.empty(0), np.empty(0))
+    np.testing.assert_array_equal(whole[0].merge(empty).values, whole[0].values)
+    a, b = first[0].merge(second[0]), second[0].merge(first[0])
+    np.testing.assert_array_equal(a.values, b.values)
+    np.testing.assert_array_equal(a.weights, b.weights)
+
+
+def test_quantile_summary_prune_keeps_total_weight():
+    rng = np.random.default_rng(2)
+    v = np.sort(np.unique(rng.normal(size=5000)))
+    w = rng.uniform(0.1, 3.0, v.size)
+    s = QuantileSummary(v, w)
+    for size in (1, 2, 7, 64, 1000):
+        p = s.prune(size)
+        assert p.values.size <= size
+        np.testing.assert_allclose(p.weights.sum(), w.sum(), rtol=1e-12)
+        assert np.all(np.isin(p.values, v)), "prune must keep existing values"
+        assert np.all(np.diff(p.values) > 0)
+        assert p.values[-1] == v[-1], "the maximum must be kept"
+        assert np.all(p.weights > 0)
+        # rank error: each kept value's cumulative weight equals the true one
+        np.testing.assert_allclose(np.cumsum(p.weights),
+                                   np.cumsum(w)[np.searchsorted(v, p.values)], rtol=1e-12)
+    assert s.prune(v.size) is s
+
+
+# ---- histograms ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("min_rows", [None, 7])
+def test_build_histograms_vs_naive(monkeypatch, min_rows):
+    if min_rows is not None:  # force the multi-thread plan on tiny data
+        monkeypatch.setattr(cpu, "MIN_ROWS_PER_THREAD", min_rows)
+    rng = np.random.default_rng(3)
+    n = 400
+    n_value_bins = [5, 1, 17, 3]
+    nv, feat_off = _layout(n_value_bins)
+    X = _random_binned(rng, n, n_value_bins)
+    gh, scales, gq, hq = _quantized(rng, n)
+    idx = rng.permutation(n).astype(np.uint32)
+    ranges = [(0, 57), (57, 57), (57, 300), (300, 301), (301, 400)]  # includes an empty node
+    for a, b in ranges:
+        idx[a:b].sort()
+    starts = [a for a, _ in ranges]
+    stops = [b for _, b in ranges]
+    results = {}
+    for n_threads in (1, 2, 3):
+        pool = cpu.HistogramPool(int(feat_off[-1]), capacity=2)  # forces pool growth
+        slots = _build(pool, X, feat_off, gh, idx, starts, stops, n_threads)
+        got = pool.hist[slots].copy()
+        for j, (a, b) in enumerate(ranges):
+            np.testing.assert_array_equal(hist_to_ghc(got[j], scales),
+                                          naive_histogram(X, feat_off, gq, hq, idx[a:b]),
+                                          err_msg=f"node {j} n_threads={n_threads}")
+        results[n_threads] = got
+        # no slot leaked: every temporary per-thread slot went back to the free list
+        assert len(pool.free) == pool.hist.shape[0] - len(ranges)
+    np.testing.assert_array_equal(results[1], results[2])
+    np.testing.assert_array_equal(results[1], results[3])
+
+
+def test_build_histograms_two_threads_really_split():
+    """At > 2 * MIN_ROWS_PER_THREAD rows the plan has two threads, and the result is
+    the same as one thread's."""
+    rng = np.random.default_rng(4)
+    n = 2 * cpu.MIN_ROWS_PER_THREAD + 1000
+    node, ps, pe, tptr = cpu.plan_pieces(np.array([0], np.int64), np.array([n], np.int64), 2)
+    assert tptr.shape[0] == 3 and node.shape[0] == 2
+    n_value_bins = [255, 2, 30]
+    nv, feat_off = _layout(n_value_bins)
+    X = _random_binned(rng, n, n_value_bins)
+    gh, scales, gq, hq = _quantized(rng, n)
+    idx = np.arange(n, dtype=np.uint32)
+    out = []
+    for n_threads in (1, 2):
+        pool = cpu.HistogramPool(int(feat_off[-1]))
+        slots = _build(pool, X, feat_off, gh, idx, [0], [n], n_threads)
+        out.append(pool.hist[slots[0]].copy())
+    np.testing.assert_array_equal(out[0], out[1])
+    np.testing.assert_array_equal(hist_to_ghc(out[0], scales),
+                                  naive_histogram(X, feat_off, gq, hq, range(n)))
+
+
+def test_plan_pieces_cover_ranges_in_order():
+    starts = np.array([0, 10, 10, 500], np.int64)
+    stops = np.array([10, 10, 500, 20000], np.int64)
+    for n_threads in (1, 2, 3, 8):
+        node, ps, pe, tptr = cpu.plan_pieces(starts, stops, n_threads)
+        assert tptr[0] == 0 and tptr[-1] == node.shape[0]
+        assert np.all(np.diff(tptr) >= 0)
+        assert np.all(pe > ps)
+        # pieces in order, covering every non-empty node range exactly once
+        for j in range(4):
+            mine = np.flatnonzero(node == j)
+            if starts[j] == stops[j]:
+                assert mine.size == 0
+                continue
+            assert ps[mine[0]] == starts[j] and pe[mine[-1]] == stops[j]
+            np.testing.assert_array_equal(ps[mine[1:]], pe[mine[:-1]])
+
+
+def test_sibling_subtraction_equals_direct_build():
+    rng = np.random.default_rng(5)
+    n = 300
+    n_value_bins = [4, 9, 2]
+    nv, feat_off = _layout(n_value_bins)
+    X = _random_binned(rng, n, n_value_bins)
+    gh, scales, gq, hq = _quantized(rng, n)
+    idx = np.arange(n, dtype=np.uint32)
+    pool = cpu.HistogramPool(int(feat_off[-1]))
+    parent = _build(pool, X, feat_off, gh, idx, [0], [n], 1)
+    # split on feature 1 bin <= 3, missing left
+    go = np.array([naive_goes_left(X[r, 1], 3, 1, nv[1]) for r in range(n)])
+    order = np.concatenate([np.flatnonzero(go), np.flatnonzero(~go)]).astype(np.uint32)
+    m = int(go.sum())
+    small = _build(pool, X, feat_off, gh, order, [0], [m], 1)
+    direct = _build(pool, X, feat_off, gh, order, [m], [n], 1)
+    with thread_context(1):
+        cpu.subtract_histograms(pool, parent, small)
+    np.testing.assert_array_equal(pool.hist[parent[0]], pool.hist[direct[0]])
+    np.testing.assert_array_equal(hist_to_ghc(pool.hist[parent[0]], scales),
+                                  naive_histogram(X, feat_off, gq, hq, np.flatnonzero(~go)))
+
+
+def test_quantize_is_rint_of_scaled_values():
+    rng = np.random.default_rng(6)
+    g = (rng.standard_cauchy(1000) * 10.0 ** rng.integers(-6, 6, 1000)).astype(np.float32)
+    h = rng.uniform(0, 3, 1000).astype(np.float32)
+    out = np.empty((1000, 2), np.int64)
+    with thread_context(2):
+        scales = cpu.quantize(g, h, 1000, out)
+    gq, hq, cnt = gh_parts(out, scales)
+    np.testing.assert_array_equal(gq, np.rint(g.astype(np.float64) * scales[0]))
+    np.testing.assert_array_equal(hq, np.rint(h.astype(np.float64) * scales[1]))
+    np.testing.assert_array_equal(cnt, 1)
+    # no possible sum over all rows overflows int64 (Python ints: exact)
+    assert sum(abs(int(v)) for v in out[:, 0]) < 2**63
+    assert sum(int(v) for v in out[:, 1]) < 2**63
+    assert np.abs(g).max() * scales[0] * 1000 <= 2.0**62
+
+
+# ---- split finding -----------------------------------------------------------------------
+
+def _find(H_list, feat_off, nv, masks, scales, cfg, mcs):
+    pool = cpu.HistogramPool(int(feat_off[-1]), capacity=len(H_list))
+    slots = np.array([pool.alloc() for _ in H_list], np.int64)
+    for s, H in zip(slots, H_list):
+        pool.hist[s] = ghc_to_hist(H, scales)
+    with thread_context(2):
+        return cpu.find_best_splits(pool, slots, feat_off, nv, masks, scales, cfg, mcs)
+
+
+def _check_against_naive(H_list, feat_off, nv, masks, scales, cfg, mcs):
+    gain, feat, bin_, dl, lsum, sums = _find(H_list, feat_off, nv, masks, scales, cfg, mcs)
+    for j, H in enumerate(H_list):
+        ref = naive_best_split(H, feat_off, nv, masks[j], scales, cfg, mcs)
+        np.testing.assert_array_equal(sums[j], ref["sums"])
+        if ref["gain"] == -np.inf:
+            assert gain[j] == -np.inf, f"node {j}: kernel found {gain[j]}, naive none"
+            continue
+        assert (feat[j], bin_[j], dl[j]) == (ref["feature"], ref["bin"], ref["default_left"]), \
+            f"node {j}: kernel {(feat[j], bin_[j], dl[j])} vs naive {ref}"
+        assert gain[j] == pytest.approx(ref["gain"], rel=1e-12, abs=1e-12)
+        np.testing.assert_array_equal(lsum[j], ref["left_sums"])
+    return gain, feat, bin_, dl
+
+
+@pytest.mark.parametrize("cfg", [
+    [1.0, 0.0, 0.0, 1e-3, 0.0],
+    [0.0, 0.0, 0.0, 0.0, 0.0],
+    [5.0, 2.0, 0.0, 1e-3, 0.0],      # L1
+    [1.0, 0.0, 0.3, 1e-3, 0.0],      # max_delta_step
+    [1.0, 0.5, 0.2, 10.0, 1.0],      # everything at once, large min_child_weight
+])
+def test_find_best_splits_random_vs_naive(cfg):
+    rng = np.random.default_rng(7)
+    n = 600
+    n_value_bins = [6, 1, 12, 3, 8]
+    nv, feat_off = _layout(n_value_bins)
+    X = _random_binned(rng, n, n_value_bins, p_missing=0.15)
+    # float gradients with a signal on feature 2, quantized the way training does
+    g = rng.normal(size=n) + 3.0 * (X[:, 2] > 6)
+    h = rng.uniform(0.1, 2.0, n)
+    gh, scales, gq, hq = _quantized(rng, n, g, h)
+    cfg = np.array(cfg, np.float64)
+    idx = rng.permutation(n).astype(np.uint32)
+    cuts = [0, 200, 230, 600]
+    H_list = [naive_histogram(X, feat_off, gq, hq, idx[a:b])
+              for a, b in zip(cuts[:-1], cuts[1:])]
+    H_list.append(naive_histogram(X, feat_off, gq, hq, range(n)))
+    masks = np.ones((len(H_list), len(n_value_bins)), np.uint8)
+    masks[1, 2] = 0          # the informative feature masked out at one node
+    masks[2, :] = 0
+    masks[2, 3] = 1
+    for mcs in (1, 20, 400):
+        _check_against_naive(H_list, feat_off, nv, masks, scales, cfg, mcs)
+
+
+def test_find_best_splits_known_best():
+    """A step in feature 1 at raw value 0.3, missing values of feature 1 behaving like
+    the high side: the best split is (feature 1, bin of 0.3, missing left)."""
+    rng = np.random.default_rng(8)
+    n = 2000
+    X = rng.normal(size=(n, 4))
+    X[rng.random(n) < 0.1, 1] = np.nan
+    X[rng.random(n) < 0.2, 3] = np.nan
+    high = ~(X[:, 1] <= 0.3)                      # NaN counts as high
+    y = np.where(high, 10.0, 0.0) + 0.1 * rng.normal(size=n)
+    bm = BinMapper.fit(X, 63)
+    B = bm.transform(X)
+    gh, scales, gq, hq = _quantized(rng, n, 0.0 - y, np.ones(n))  # squared error at raw 0
+    H = naive_histogram(B, bm.feat_off, gq, hq, range(n))
+    gain, feat, bin_, dl = _check_against_naive([H], bm.feat_off, bm.n_value_bins,
+                                                np.ones((1, 4), np.uint8), scales, CFG_DEFAULT, 20)
+    assert feat[0] == 1
+    thr = bm.feature_thresholds(1)[bin_[0]]
+    assert abs(thr - 0.3) < 0.1
+    # missing rows are "high": with "<= thr goes left" they must go right
+    assert dl[0] == 0
+    lo = ~high
+    assert np.all(B[lo, 1] <= bin_[0]) or np.mean(B[lo, 1] <= bin_[0]) > 0.97
+
+
+def test_find_best_splits_no_valid_split():
+    n_value_bins = [3, 1]
+    nv, feat_off = _layout(n_value_bins)
+    rng = np.random.default_rng(9)
+    X = _random_binned(rng, 30, n_value_bins, p_missing=0.0)
+    gh, scales, gq, hq = _quantized(rng, 30)
+    H = naive_histogram(X, feat_off, gq, hq, range(30))
+    gain, feat, *_ = _find([H], feat_off, nv, np.ones((1, 2), np.uint8), scales,
+                           CFG_DEFAULT, 16)  # 30 rows cannot make two children of 16
+    assert gain[0] == -np.inf
+
+
+def test_find_level_split_vs_naive():
+    rng = np.random.default_rng(10)
+    n = 500
+    n_value_bins = [5, 1, 9]
+    nv, feat_off = _layout(n_value_bins)
+    X = _random_binned(rng, n, n_value_bins, p_missing=0.2)
+    g = rng.normal(size=n) + 2.0 * (X[:, 0] > 2)
+    h = rng.uniform(0.5, 1.5, n)
+    gh, scales, gq, hq = _quantized(rng, n, g, h)
+    Hs = [naive_histogram(X, feat_off, gq, hq, range(a, b)) for a, b in ((0, 120), (120, 500))]
+    pool = cpu.HistogramPool(int(feat_off[-1]))
+    slots = np.array([pool.alloc() for _ in Hs], np.int64)
+    for s, H in zip(slots, Hs):
+        pool.hist[s] = ghc_to_hist(H, scales)
+    for mask in (np.ones(3, np.uint8), np.array([0, 1, 1], np.uint8)):
+        with thread_context(2):
+            got = cpu.find_level_split(pool, slots, feat_off, nv, mask, scales, CFG_DEFAULT, 10)
+        ref = naive_level_gains(Hs, feat_off, nv, mask, scales, CFG_DEFAULT, 10)
+        # the missing bins' rows of the output carry no candidate
+        for f in range(3):
+            cells = slice(int(feat_off[f]), int(feat_off[f]) + int(nv[f]))
+            np.testing.assert_allclose(got[cells], ref[cells], rtol=1e-12, atol=1e-9)
+
+
+# ---- partition ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("min_rows", [None, 5])
+def test_partition_stable_permutation(monkeypatch, min_rows):
+    if min_rows is not None:
+        monkeypatch.setattr(cpu, "MIN_ROWS_PER_THREAD", min_rows)
+    rng = np.random.default_rng(11)
+    n = 300
+    n_value_bins = [7, 3]
+    nv, feat_off = _layout(n_value_bins)
+    X = _random_binned(rng, n, n_value_bins, p_missing=0.2)
+    base = rng.permutation(n).astype(np.uint32)
+    ranges = [(0, 40), (40, 41), (41, 41), (41, 250), (250, 300)]
+    for a, b in ranges:
+        base[a:b].sort()
+    starts = np.array([a for a, _ in ranges], np.int64)
+    stops = np.array([b for _, b in ranges], np.int64)
+    feat = np.array([0, 1, 0, 0, 1], np.int64)
+    bins = np.array([3, 0, 2, 6, 1], np.int64)      # node 3: bin 6 = all values left
+    dls = np.array([1, 0, 1, 0, 1], np.uint8)
+    missing = nv[feat].astype(np.int64)
+    results = []
+    for n_threads in (1, 2, 3):
+        idx = base.copy()
+        tmp = np.empty(n, np.uint32)
+        go_left = np.empty(n, np.uint8)
+        with thread_context(n_threads):
+            nleft = cpu.partition(X, idx, tmp, go_left, starts, stops, feat, bins, dls,
+                                  missing, n_threads)
+        assert sorted(idx.tolist()) == list(range(n)), "partition must permute idx"
+        for j, (a, b) in enumerate(ranges):
+            rows = base[a:b]
+            left = [r for r in rows if naive_goes_left(X[r, feat[j]], bins[j], dls[j], missing[j])]
+            right = [r for r in rows if r not in set(left)]
+            assert nleft[j] == len(left)
+            np.testing.assert_array_equal(idx[a:a + len(left)], left)
+            np.testing.assert_array_equal(idx[a + len(left):b], right)
+            assert np.all(np.diff(idx[a:a + len(left)].astype(np.int64)) > 0)
+            assert np.all(np.diff(idx[a + len(left):b].astype(np.int64)) > 0)
+        results.append((idx.copy(), nleft.copy()))
+    for idx, nleft in results[1:]:
+        np.testing.assert_array_equal(idx, results[0][0])
+        np.testing.assert_array_equal(nleft, results[0][1])
+
+
+def test_add_leaf_values():
+    raw = np.zeros(10)
+    idx = np.array([3, 1, 7, 0, 2, 9, 4, 5, 6, 8], np.uint32)
+    with thread_context(2):
+        cpu.add_leaf_values(raw, idx, np.array([0, 3, 3], np.int64), np.array([3, 3, 10], np.int64),
+                            np.array([1.5, 100.0, -2.0]))
+    exp = np.full(10, -2.0)
+    exp[[3, 1, 7]] = 1.5
+    np.testing.assert_array_equal(raw, exp)
+
+
+# ---- prediction ---------------------------------------------------------------------------
+
+def _data_with_nans(n=1500, seed=12):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 5))
+    X[rng.random((n, 5)) < 0.1] = np.nan
+    y = np.nan_to_num(X[:, 0], nan=2.0) * 2 + np.sin(np.nan_to_num(X[:, 1])) \
+        + (np.isnan(X[:, 2])) * 3 + 0.1 * rng.normal(size=n)
+    return X, y
+
+
+@pytest.mark.parametrize("policy", ["depthwise", "leafwise", "oblivious"])
+def test_predict_raw_vs_naive_walk(policy):
+    X, y = _data_with_nans()
+    params = {"n_estimators": 8, "grow_policy": policy, "max_depth": 4, "n_threads": 2,
+              "learning_rate": 0.3}
+    if policy == "leafwise":
+        params["max_leaves"] = 12
+    b = bonsai.train(params, bonsai.Dataset(X, label=y))
+    Xt = np.vstack([X[:200], [[np.nan] * 5, [np.inf] * 5, [-np.inf] * 5]])
+    ref = naive_predict_margin(b, Xt)[:, 0]
+    np.testing.assert_allclose(b.predict(Xt, output_margin=True), ref, rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(b.predict(Xt.astype(np.float32), output_margin=True),
+                               naive_predict_margin(b, Xt.astype(np.float32))[:, 0],
+                               rtol=1e-13, atol=1e-13)
+    # leaf indices
+    leaves = b.predict(Xt, pred_leaf=True)
+    assert leaves.shape == (Xt.shape[0], b.num_trees())
+    for t, tree in enumerate(b.trees):
+        np.testing.assert_array_equal(leaves[:, t], [naive_tree_leaf(tree, x) for x in Xt])
+
+
+def test_predict_raw_handcrafted_multiclass():
+    from bonsai.tree import Tree
+    i32 = lambda v: np.array(v, np.int32)
+    # tree 0 (class 0): x0 <= 1 ? (x1 <= -2 ? 10 : 20) : 30 ; NaN in x0 goes right
+    t0 = Tree(i32([0, 1, -1, -1, -1]), np.array([1.0, -2.0, 0, 0, 0]), i32([0, 0, -1, -1, -1]),
+              np.array([0, 1, 0, 0, 0], np.uint8), i32([1, 3, -1, -1, -1]), i32([2, 4, -1, -1, -1]),
+              np.array([0, 0, 30.0, 10.0, 20.0]), np.zeros(5), np.zeros(5), np.zeros(5, np.int64))
+    # tree 1 (class 1): a single leaf
+    t1 = Tree(i32([-1]), np.zeros(1), i32([-1]), np.zeros(1, np.uint8), i32([-1]), i32([-1]),
+              np.array([0.5]), np.zeros(1), np.zeros(1), np.zeros(1, np.int64))
+    ens = concat([t0, t1, t0], [0, 1, 1])
+    X = np.array([[0.0, -3.0], [0.0, 5.0], [2.0, 0.0], [np.nan, 0.0], [1.0, np.nan],
+                  [1.0, -2.0]])
+    out = np.zeros((6, 2))
+    with thread_context(2):
+        cpu.predict_raw(X, ens.feature, ens.threshold, ens.default_left, ens.left, ens.right,
+                        ens.value, ens.tree_offset, ens.tree_class, out)
+    tree0 = np.array([10, 20, 30, 30, 10, 10.0])
+    np.testing.assert_array_equal(out[:, 0], tree0)
+    np.testing.assert_array_equal(out[:, 1], tree0 + 0.5)
+
+
+def test_predict_binned_matches_raw_prediction():
+    """The training-time walk over bin codes lands in the same leaves as the raw walk."""
+    X, y = _data_with_nans(seed=13)
+    ds = bonsai.Dataset(X, label=y)
+    b = bonsai.train({"n_estimators": 5, "max_depth": 5, "n_threads": 1}, ds)
+    bm = ds.bin_mapper
+    rows = np.arange(X.shape[0], dtype=np.uint32)
+    for tree in b.trees:
+        out = np.zeros(X.shape[0])
+        with thread_context(1):
+            cpu.predict_binned_add(ds.X_binned, rows, tree.feature, tree.bin_threshold,
+                                   tree.default_left, bm.missing_bin, tree.left, tree.right,
+                                   tree.value, out)
+        ref = np.array([tree.value[naive_tree_leaf(tree, x)] for x in X])
+        np.testing.assert_array_equal(out, ref)
+
+
+@pytest.mark.parametrize("objective,extra", [("squared_error", {}),
+                                             ("multiclass", {"num_class": 3})])
+def test_oblivious_predictor_equals_generic(objective, extra):
+    X, y = _data_with_nans(seed=14)
+    if objective == "multiclass":
+        y = np.digitize(y, np.quantile(y, [1 / 3, 2 / 3])).astype(float)
+    b = bonsai.train({"n_estimators": 6, "grow_policy": "oblivious", "max_depth": 4,
+                      "objective": objective, "n_threads": 2, **extra},
+                     bonsai.Dataset(X, label=y))
+    assert all(t.oblivious for t in b.trees)
+    ens, obl = b._ensemble(0, b.num_trees())
+    assert obl is not None, "an all-oblivious model must use the oblivious predictor"
+    Xt = np.vstack([X, [[np.nan] * 5, [np.inf] * 5, [-np.inf] * 5]])
+    generic = np.zeros((Xt.shape[0], b.n_outputs))
+    fast = np.zeros((Xt.shape[0], b.n_outputs))
+    with thread_context(2):
+        cpu.predict_raw(Xt, ens.feature, ens.threshold, ens.default_left, ens.left, ens.right,
+                        ens.value, ens.tree_offset, ens.tree_class, generic)
+        cpu.predict_oblivious(Xt, obl.level_feature, obl.level_threshold,
+                              obl.level_default_left, obl.level_offset, obl.leaf_value,
+                              obl.leaf_offset, obl.tree_class, fast)
+    np.testing.assert_array_equal(fast, generic)
+    ref = naive_predict_margin(b, Xt) - b.base_score
+    np.testing.assert_allclose(fast, ref, rtol=1e-13, atol=1e-12)
+    # and through the Booster (which picks the oblivious path)
+    np.testing.assert_allclose(b.predict(Xt, output_margin=True).reshape(len(Xt), -1),
+                               naive_predict_margin(b, Xt).reshape(len(Xt), -1),
+                               rtol=1e-13, atol=1e-12)
+
+
+def test_concat_oblivious_layout():
+    X, y = _data_with_nans(seed=15)
+    b = bonsai.train({"n_estimators": 3, "grow_policy": "oblivious", "max_depth": 3,
+                      "n_threads": 1}, bonsai.Dataset(X, label=y))
+    obl = concat_oblivious(b.trees, b.tree_class)
+    depths = np.diff(obl.level_offset)
+    np.testing.assert_array_equal(np.diff(obl.leaf_offset), 2 ** depths)
+    for t, tree in enumerate(b.trees):
+        # every node of one level uses the level's feature
+        level_nodes = [0]
+        for lv in range(depths[t]):
+            feats = {int(tree.feature[i]) for i in level_nodes}
+            assert feats == {int(obl.level_feature[obl.level_offset[t] + lv])}
+            level_nodes = [c for i in level_nodes for c in (tree.left[i], tree.right[i])]
+        assert all(tree.left[i] < 0 for i in level_nodes)
