@@ -14,6 +14,7 @@ from .boosting import train  # noqa: E402
 from .callbacks import EarlyStopping, EvaluationMonitor, TrainingCallback  # noqa: E402
 from .dataset import Dataset  # noqa: E402
 from ._warmup import warmup  # noqa: E402
+from .sklearn import BonsaiClassifier, BonsaiRegressor  # noqa: E402
 
-__all__ = ["Booster", "Dataset", "EarlyStopping", "EvaluationMonitor", "TrainingCallback",
+__all__ = ["BonsaiClassifier", "BonsaiRegressor", "Booster", "Dataset", "EarlyStopping", "EvaluationMonitor", "TrainingCallback",
            "train", "warmup", "__version__"]

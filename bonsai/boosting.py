@@ -89,6 +89,11 @@ def train(params, train_set, num_boost_round=None, valid_sets=None, valid_names=
     p = validate_params(params)
     if num_boost_round is not None:
         p = p.replace(n_estimators=num_boost_round)
+    if p.categorical_features is not None:
+        raise ValueError("categorical_features: native categorical splits are not available in "
+                         f"bonsai {__import__('bonsai').__version__}; got "
+                         f"categorical_features={p.categorical_features!r}. Encode the categories "
+                         "as numbers (ordinal or target encoding) and leave it None")
     if not isinstance(train_set, Dataset):
         raise TypeError(f"train_set must be a bonsai.Dataset, got {type(train_set).__name__}")
     if train_set.label is None:

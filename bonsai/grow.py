@@ -191,8 +191,10 @@ class Grower:
         if not ids:
             return
         slots = np.array([nodes.slot[n] for n in ids], np.int64)
-        if self.policy == "oblivious":
-            return  # the level split is chosen jointly in _select_level
+        if self.policy == "oblivious":  # the level split is chosen jointly in _select_level
+            for n, s in zip(ids, self.backend.node_sums(self.pool, slots, self.feat_off, scales)):
+                nodes.sums[n] = s
+            return
         masks = self._masks([nodes.depth[n] for n in ids], state)
         with stage("splits"):
             gain, feat, bin_, dl, lsum, sums = self.backend.find_best_splits(

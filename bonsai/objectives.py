@@ -184,7 +184,7 @@ def _check_finite(name, y):
     if np.any(bad):
         i = int(np.argmax(bad))
         raise ValueError(
-            f"objective={name!r}: label must be finite; got label={y[i]!r} at index {i}"
+            f"objective={name!r}: label must be finite; got label={float(y[i])!r} at index {i}"
         )
 
 
@@ -192,7 +192,7 @@ def _first_bad(name, y, bad, requirement):
     if np.any(bad):
         i = int(np.argmax(bad))
         raise ValueError(
-            f"objective={name!r} requires {requirement}; got label={y[i]!r} at index {i}"
+            f"objective={name!r} requires {requirement}; got label={float(y[i])!r} at index {i}"
         )
 
 
@@ -461,14 +461,15 @@ class _Custom(Objective):
 
     name, default_metric = "custom", "none"
 
-    def __init__(self, fobj):
+    def __init__(self, fobj, num_class=None):
         self.fobj = fobj
+        self.num_class = num_class
 
     def n_outputs(self, n_classes=None):
         return int(n_classes) if n_classes is not None and int(n_classes) > 2 else 1
 
     def init_score(self, y, w):
-        return np.zeros(1, dtype=np.float64)
+        return np.zeros(self.n_outputs(self.num_class), dtype=np.float64)
 
     def grad_hess(self, y, raw, w, out_g, out_h):
         k, n = raw.shape
@@ -518,7 +519,7 @@ def get_objective(objective, params=None):
     """
     params = {} if params is None else params
     if callable(objective):
-        return _Custom(objective)
+        return _Custom(objective, params.get("num_class"))
     if not isinstance(objective, str):
         raise TypeError("objective must be a string or a callable; "
                         f"got objective={objective!r}")

@@ -191,6 +191,7 @@ class _BonsaiModel(BaseEstimator):
         -------
         self
         """
+        self.__dict__.pop("booster_", None)  # a failed refit leaves the estimator unfitted
         X, y = validate_data(self, X, y, accept_sparse=_SPARSE, dtype=(np.float64, np.float32),
                              ensure_all_finite=False, y_numeric=False)
         X = _dense(X)
@@ -537,10 +538,6 @@ class BonsaiClassifier(ClassifierMixin, _BonsaiModel):
         extra = {"objective": obj}
         if obj == "multiclass" or (callable(obj) and k > 2):
             extra["num_class"] = k
-        if callable(obj) and k > 2 and self.base_score is None:
-            # Work around objectives._Custom.init_score returning one zero for K
-            # outputs (train() then fails to reshape it); 0.0 is the same start.
-            extra["base_score"] = 0.0
         self.classes_ = classes
         self.n_classes_ = k
         return y_enc.astype(np.float64), extra

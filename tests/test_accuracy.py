@@ -51,7 +51,7 @@ def _fit_bonsai(task, grower, X, y):
 def _fit_lgb(task, grower, X, y):
     params = {**TASKS[task][1], **GROWERS[grower][1], "learning_rate": 0.1,
               "min_child_samples": 20, "min_child_weight": 1e-3, "reg_lambda": 1.0,
-              "max_bin": 255, "num_threads": 2, "verbose": -1, "seed": 0,
+              "max_bin": 255, "num_threads": 1, "verbose": -1, "seed": 0,
               "deterministic": True}
     return lgb.train(params, lgb.Dataset(X, label=y, params={"max_bin": 255}), N_ROUNDS)
 
