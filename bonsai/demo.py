@@ -29,7 +29,7 @@ def main():
     auc = get_metric("auc", {}).fn(yt, model.predict_proba(Xt)[:, 1], None)
     print(f"bonsai {bonsai.__version__}: HIGGS sample, {X.shape[0]} train rows, "
           f"{X.shape[1]} features, 100 trees")
-    print(f"test AUC = {auc:.4f}   train time = {secs:.2f} s (includes first-run JIT compile)")
+    print(f"test AUC = {auc:.4f}   train time = {secs:.2f} s (a first run after install also JIT-compiles the kernels)")
 
 
 if __name__ == "__main__":

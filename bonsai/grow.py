@@ -214,7 +214,7 @@ class Grower:
         stops = np.array([nodes.stop[n] for n in batch], np.int64)
         feat = np.array([nodes.feature[n] for n in batch], np.int64)
         with stage("partition"):
-            nleft = self.backend.partition(
+            nleft = self.backend.partition_nodes(
                 self.X, idx, self.tmp, self.go_left, starts, stops, feat,
                 np.array([nodes.bin[n] for n in batch], np.int64),
                 np.array([nodes.default_left[n] for n in batch], np.uint8),

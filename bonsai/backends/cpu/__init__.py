@@ -94,24 +94,29 @@ def build_histograms(pool, X_binned, feat_off, gh, idx, starts, stops, slots, n_
     hist = pool.hist
     for i in np.setdiff1d(np.arange(slots.shape[0]), node):  # empty nodes
         hist[slots[i]] = 0
-    _hist.build_histograms(X_binned, feat_off, gh, idx, identity, p_start, p_stop, p_slot,
-                           thread_ptr, hist)
+    kernel = _hist.build_histograms if thread_ptr.shape[0] > 2 else _hist.build_histograms.serial
+    kernel(X_binned, feat_off, gh, idx, identity, p_start, p_stop, p_slot, thread_ptr, hist)
     if extra.size:
         dst_nodes, counts = np.unique(node[extra], return_counts=True)
         src_ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-        _hist.merge_slots(hist, slots[dst_nodes].astype(np.int64), src_ptr,
-                          p_slot[extra].astype(np.int64))
+        _hist.merge_slots.serial(hist, slots[dst_nodes].astype(np.int64), src_ptr,
+                                 p_slot[extra].astype(np.int64))
         for s in p_slot[extra]:
             pool.release(s)
 
 
+def _pick(kernel, parallel):
+    return kernel if parallel else kernel.serial
+
+
 def subtract_histograms(pool, parent_slots, child_slots):
-    _hist.subtract_histograms(pool.hist, parent_slots, child_slots)
+    big = parent_slots.shape[0] * pool.n_bins_total >= 1 << 16
+    _pick(_hist.subtract_histograms, big)(pool.hist, parent_slots, child_slots)
 
 
 def node_sums(pool, slots, feat_off, scales):
     out = np.empty((slots.shape[0], 3), np.int64)
-    _split.node_sums(pool.hist, slots, feat_off, int(scales[2]), out)
+    _split.node_sums.serial(pool.hist, slots, feat_off, int(scales[2]), out)
     return out
 
 
@@ -130,8 +135,9 @@ def find_best_splits(pool, slots, feat_off, n_value_bins, masks, scales, cfg, mi
     default_left = np.empty(m, np.uint8)
     left_sums = np.empty((m, 3), np.int64)
     sums = np.empty((m, 3), np.int64)
-    _split.find_best_splits(pool.hist, slots, feat_off, n_value_bins, masks, scales, cfg,
-                            min_child_samples, gain, feature, bin_, default_left, left_sums, sums)
+    _pick(_split.find_best_splits, m > 1)(
+        pool.hist, slots, feat_off, n_value_bins, masks, scales, cfg, min_child_samples,
+        gain, feature, bin_, default_left, left_sums, sums)
     return gain, feature, bin_, default_left, left_sums, sums
 
 
@@ -142,19 +148,23 @@ def find_level_split(pool, slots, feat_off, n_value_bins, mask, scales, cfg, min
     return out
 
 
-def partition(X_binned, idx, tmp, go_left, starts, stops, feature, bin_, default_left,
+def partition_nodes(X_binned, idx, tmp, go_left, starts, stops, feature, bin_, default_left,
               missing_bin, n_threads):
     """Stable partition of each node range; returns the rows sent left per node."""
     node, p_start, p_stop, thread_ptr = plan_pieces(starts, stops, n_threads)
     nleft = np.zeros(starts.shape[0], np.int64)
     if node.size:
         scratch = np.empty(node.shape[0], np.int64)
-        _part.partition_nodes(X_binned, idx, tmp, go_left, node, p_start, p_stop, thread_ptr,
-                              feature, bin_, default_left, missing_bin, scratch, nleft)
+        _pick(_part.partition_nodes, thread_ptr.shape[0] > 2)(
+            X_binned, idx, tmp, go_left, node, p_start, p_stop, thread_ptr,
+            feature, bin_, default_left, missing_bin, scratch, nleft)
     return nleft
 
 
-add_leaf_values = _part.add_leaf_values
+def add_leaf_values(raw, idx, leaf_start, leaf_stop, leaf_value):
+    """``raw[idx[i]] += leaf_value[l]`` over each leaf's row range."""
+    _pick(_part.add_leaf_values, idx.shape[0] >= MIN_ROWS_PER_THREAD)(
+        raw, idx, leaf_start, leaf_stop, leaf_value)
 predict_raw = _pred.predict_raw
 predict_leaf = _pred.predict_leaf
 predict_binned_add = _pred.predict_binned_add

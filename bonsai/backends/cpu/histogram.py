@@ -10,6 +10,8 @@ threads, and ``parent - child`` is exactly the sibling's histogram.
 import numpy as np
 from numba import njit, prange
 
+from ._jit import parallel_kernel
+
 from ._intrinsics import prefetch_row
 
 #: rows ahead to prefetch in a gathered fill (16-32 measured best, NOTES-numba.md)
@@ -60,7 +62,7 @@ def _fill_rows(X_binned, feat_off, gh, idx, start, stop, out):
             out[b, 1] += h
 
 
-@njit(parallel=True, cache=True)
+@parallel_kernel
 def build_histograms(X_binned, feat_off, gh, idx, identity, task_start, task_stop, task_slot,
                      thread_ptr, hist):
     """Fill one histogram slot per task from the rows ``idx[task_start:task_stop]``.
@@ -88,7 +90,7 @@ def build_histograms(X_binned, feat_off, gh, idx, identity, task_start, task_sto
                 _fill_rows(X_binned, feat_off, gh, idx, task_start[t], task_stop[t], out)
 
 
-@njit(parallel=True, cache=True)
+@parallel_kernel
 def merge_slots(hist, dst_slot, src_ptr, src_slot):
     """``hist[dst_slot[j]] += hist[src]`` for every src in ``src_slot[src_ptr[j]:src_ptr[j+1]]``.
 
@@ -100,7 +102,7 @@ def merge_slots(hist, dst_slot, src_ptr, src_slot):
             d += hist[src_slot[p]]
 
 
-@njit(parallel=True, cache=True)
+@parallel_kernel
 def subtract_histograms(hist, parent_slot, child_slot):
     """In place: ``hist[parent_slot[j]] -= hist[child_slot[j]]``; the parent's slot then
     holds the sibling's histogram (exact, integer cells)."""

@@ -9,12 +9,14 @@ the thread count.
 import numpy as np
 from numba import njit, prange
 
+from ._jit import parallel_kernel
+
 from ._intrinsics import prefetch_row
 
 _PREFETCH = 32
 
 
-@njit(parallel=True, cache=True)
+@parallel_kernel
 def partition_nodes(X_binned, idx, tmp, go_left, task_node, task_start, task_stop, thread_ptr,
                     node_feature, node_bin, node_default_left, node_missing_bin,
                     task_nleft, out_node_nleft):
@@ -91,7 +93,7 @@ def partition_nodes(X_binned, idx, tmp, go_left, task_node, task_start, task_sto
                 idx[i] = tmp[i]
 
 
-@njit(parallel=True, cache=True)
+@parallel_kernel
 def add_leaf_values(raw, idx, leaf_start, leaf_stop, leaf_value):
     """``raw[idx[i]] += leaf_value[l]`` for the rows of every leaf ``l``.
 

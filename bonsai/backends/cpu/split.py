@@ -16,6 +16,8 @@ lowest bin, then missing values to the right before to the left.
 import numpy as np
 from numba import njit, prange
 
+from ._jit import parallel_kernel
+
 NEG_INF = -np.inf
 
 
@@ -73,7 +75,7 @@ def _node_sums(H, feat_off, cbits, out):
     out[2] = hc & ((np.int64(1) << cbits) - 1)
 
 
-@njit(parallel=True, cache=True)
+@parallel_kernel
 def node_sums(hist, slots, feat_off, cbits, out):
     """Totals (grad, hess, count) of each node, read off feature 0's bins (every
     feature's bins, missing bin included, sum to the node total).  out (m, 3) int64."""
@@ -101,7 +103,7 @@ def range_sums(hist, slots, lo, hi, extra, cbits, out):
         out[i, 2] = hc & mask
 
 
-@njit(parallel=True, cache=True)
+@parallel_kernel
 def find_best_splits(hist, slots, feat_off, n_value_bins, feature_mask, scales, cfg,
                      min_child_samples, out_gain, out_feature, out_bin, out_default_left,
                      out_left_sums, out_node_sums):
