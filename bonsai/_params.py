@@ -287,7 +287,10 @@ PARAM_TABLE: tuple[ParamSpec, ...] = (
               "Maximum number of histogram bins per feature."),
     ParamSpec("min_child_weight", ("float",), 1e-3, _NONNEG,
               "Minimum sum of hessians in a child."),
-    ParamSpec("min_child_samples", ("int",), 20, _GE1, "Minimum number of samples in a child."),
+    ParamSpec("min_child_samples", ("int",), 20, _GE1,
+              "Minimum number of samples in a child. Oblivious trees split every node of a "
+              "level with one shared split, so there a node whose child would be smaller "
+              "adds no gain to the level's choice (as in CatBoost, leaves can be small)."),
     ParamSpec("min_split_gain", ("float",), 0.0, _NONNEG, "Minimum gain to make a split."),
     ParamSpec("reg_lambda", ("float",), 1.0, _NONNEG, "L2 regularisation on leaf values."),
     ParamSpec("reg_alpha", ("float",), 0.0, _NONNEG, "L1 regularisation on leaf values."),

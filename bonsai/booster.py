@@ -206,8 +206,13 @@ class Booster:
 
     def load_model(self, fname):
         """Load a model file into this Booster (returns self)."""
-        with open(fname, "r", encoding="utf-8") as fh:
-            return self._load_string(fh.read())
+        with open(fname, "rb") as fh:
+            data = fh.read()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{fname!s} is not a bonsai model file (not UTF-8 JSON text: {e})") from None
+        return self._load_string(text)
 
     def __getstate__(self):
         return {"model": self.model_to_string(), "evals_result": self.evals_result,

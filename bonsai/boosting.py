@@ -183,7 +183,13 @@ def _grow_round(p, booster, objective, grower, backend, train_set, y, w, raw, ev
     bm = train_set.bin_mapper
     for k in range(k_out):
         with stage("quantize"):
-            scales = backend.quantize(grad[k], hess[k], rows.shape[0], gh)
+            try:
+                scales = backend.quantize(grad[k], hess[k], rows.shape[0], gh)
+            except FloatingPointError:
+                raise ValueError(
+                    f"gradients became non-finite at iteration {it} (objective="
+                    f"{objective.name!r}): the model diverged; lower learning_rate or set "
+                    "max_delta_step") from None
         idx = rows.copy()
         tree, leaves, l0, l1 = grower.grow(gh, scales, idx, np.random.default_rng([p.random_state, it, k]))
         if objective.renew_leaf is not None:

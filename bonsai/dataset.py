@@ -6,6 +6,7 @@ Validation data is binned with the training bin edges by passing
 import numpy as np
 
 from ._profile import stage
+from ._threads import resolve_n_threads, thread_context
 from .binning import BinMapper
 from .data import check_vector, is_integer, to_matrix
 
@@ -55,12 +56,15 @@ class Dataset:
                 raise ValueError("feature names differ from the reference Dataset's")
             self.bin_mapper = reference.bin_mapper
             names = names if names is not None else reference.feature_names
-        else:
-            with stage("bin_edges"):
-                self.bin_mapper = BinMapper.fit(X, max_bin, self.weight, random_state=random_state)
         self.feature_names = names
-        with stage("bin_map"):
-            self.X_binned = self.bin_mapper.transform(X)
+        # parallel kernels run inside thread_context: it serializes Python threads,
+        # which numba's workqueue layer requires
+        with thread_context(resolve_n_threads(None)):
+            if reference is None:
+                with stage("bin_edges"):
+                    self.bin_mapper = BinMapper.fit(X, max_bin, self.weight, random_state=random_state)
+            with stage("bin_map"):
+                self.X_binned = self.bin_mapper.transform(X)
         self.reference = reference
         self.data = X  # kept (no copy of numpy input) for continued training and re-binning
 

@@ -77,8 +77,27 @@ class Tree(NamedTuple):
                 stack.extend((int(self.left[i]), int(self.right[i])))
         if not seen.all():
             raise ValueError("tree has unreachable nodes")
+        if np.any(self.feature[internal] < 0):
+            raise ValueError("tree has a negative feature index")
+        if self.oblivious and not self._is_symmetric():
+            raise ValueError("tree is marked oblivious but its levels do not share one split")
         if np.any(~np.isfinite(self.value)):
             raise ValueError("tree has a non-finite leaf value")
+
+    def _is_symmetric(self):
+        """Every level splits every node, all on one (feature, threshold, default)."""
+        level = [0]
+        while True:
+            internal = [i for i in level if self.left[i] >= 0]
+            if not internal:
+                return True
+            if len(internal) != len(level):
+                return False
+            keys = {(int(self.feature[i]), float(self.threshold[i]), int(self.default_left[i]))
+                    for i in level}
+            if len(keys) != 1:
+                return False
+            level = [int(c) for i in level for c in (self.left[i], self.right[i])]
 
     def max_feature(self):
         internal = self.left >= 0

@@ -83,6 +83,10 @@ def _fit(objective, policy, n_threads):
 
 
 def test_root_level_really_uses_two_threads():
+    import numba
+    assert numba.config.NUMBA_NUM_THREADS >= 2, (
+        "numba runs 1 thread here, so n_threads=2 cannot differ from 1; run the tests with "
+        "NUMBA_NUM_THREADS=2 (or more CPUs)")
     n_sampled = int(round(SUBSAMPLE * 16_000))
     node, _, _, thread_ptr = cpu.plan_pieces(np.array([0], np.int64),
                                              np.array([n_sampled], np.int64), 2)

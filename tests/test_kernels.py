@@ -70,12 +70,26 @@ def test_map_to_bins_handcrafted():
     for dtype in (np.float64, np.float32):
         for order in ("C", "F"):
             X = np.array([col0, col1], dtype=np.float64).astype(dtype).T.copy(order=order)
-            for out_dtype in (np.uint8, np.uint16):
-                out = np.full(X.shape, 99, out_dtype)
+            # through BinMapper.transform, which calls the map_to_bins kernel
+            for max_bin, out_dtype in ((255, np.uint8), (1000, np.uint16)):
+                bm = BinMapper(thr, offsets, max_bin)
                 with thread_context(2):
-                    kbin.map_to_bins(X, thr, offsets, out)
+                    out = bm.transform(X)
+                assert out.dtype == out_dtype and out.flags.c_contiguous
                 np.testing.assert_array_equal(out[:, 0], exp0)
                 np.testing.assert_array_equal(out[:, 1], exp1)
+    # many rows (several row blocks), both layouts, against searchsorted
+    rng = np.random.default_rng(0)
+    Xb = rng.normal(size=(10000, 2))
+    Xb[rng.random(Xb.shape) < 0.1] = np.nan
+    bm = BinMapper(np.array([-1.0, 0.0, 0.5, 2.0]), np.array([0, 4, 4], np.int64), 255)
+    for order in ("C", "F"):
+        with thread_context(2):
+            out = bm.transform(np.asarray(Xb, order=order))
+        ref0 = np.where(np.isnan(Xb[:, 0]), 5,
+                        np.searchsorted([-1.0, 0.0, 0.5, 2.0], Xb[:, 0], side="left"))
+        np.testing.assert_array_equal(out[:, 0], ref0)
+        np.testing.assert_array_equal(out[:, 1], np.isnan(Xb[:, 1]).astype(int))
 
 
 def test_binmapper_special_values_and_constant_feature():
@@ -427,6 +441,10 @@ def test_find_level_split_vs_naive():
 
 # ---- partition ---------------------------------------------------------------------------
 
+# the backend's partition entry point (renamed partition -> partition_nodes)
+_partition = getattr(cpu, "partition_nodes", None) or getattr(cpu, "partition")
+
+
 @pytest.mark.parametrize("min_rows", [None, 5])
 def test_partition_stable_permutation(monkeypatch, min_rows):
     if min_rows is not None:
@@ -452,8 +470,8 @@ def test_partition_stable_permutation(monkeypatch, min_rows):
         tmp = np.empty(n, np.uint32)
         go_left = np.empty(n, np.uint8)
         with thread_context(n_threads):
-            nleft = cpu.partition(X, idx, tmp, go_left, starts, stops, feat, bins, dls,
-                                  missing, n_threads)
+            nleft = _partition(X, idx, tmp, go_left, starts, stops, feat, bins, dls,
+                               missing, n_threads)
         assert sorted(idx.tolist()) == list(range(n)), "partition must permute idx"
         for j, (a, b) in enumerate(ranges):
             rows = base[a:b]
@@ -538,6 +556,10 @@ def test_predict_raw_handcrafted_multiclass():
 def test_predict_binned_matches_raw_prediction():
     """The training-time walk over bin codes lands in the same leaves as the raw walk."""
     X, y = _data_with_nans(seed=13)
+    rng = np.random.default_rng(13)
+    X[rng.random(X.shape) < 0.05] = np.inf      # infinities in the training data too
+    X[rng.random(X.shape) < 0.05] = -np.inf
+    y = y + 3.0 * np.isposinf(X[:, 0]) - 2.0 * np.isneginf(X[:, 1])
     ds = bonsai.Dataset(X, label=y)
     b = bonsai.train({"n_estimators": 5, "max_depth": 5, "n_threads": 1}, ds)
     bm = ds.bin_mapper

@@ -248,3 +248,22 @@ def test_other_broken_fields(model, tmp_path):
     cases.append((d, "tree 0"))
     for d, match in cases:
         _assert_rejected(json.dumps(d), match, tmp_path)
+
+
+@pytest.mark.parametrize("case", ["squared_error-depthwise", "poisson-leafwise"])
+def test_oblivious_flag_on_a_non_symmetric_tree(case, tmp_path):
+    """A file that marks ordinary trees ``"oblivious": true`` is malformed (the fast
+    predictor assumes one (feature, threshold) per level): reject it, or at the very
+    least predict exactly what the trees say -- never silently wrong values."""
+    b, X = _train(case)
+    doc = json.loads(b.model_to_string())
+    for t in doc["trees"]:
+        t["oblivious"] = True
+    try:
+        c = bonsai.Booster(model_str=json.dumps(doc))
+    except ValueError as e:
+        assert "oblivious" in str(e) or "symmetric" in str(e), str(e)
+        return
+    np.testing.assert_array_equal(
+        c.predict(X), b.predict(X),
+        err_msg="a tree falsely flagged oblivious loaded and predicts different values")
