@@ -16,6 +16,21 @@ from .backends.cpu import binning as _kernels
 
 #: rows sampled to build the summaries (as LightGBM's bin_construct_sample_cnt)
 SAMPLE_ROWS = 200_000
+#: a feature block's histogram should stay within this many bytes (L2-resident)
+BLOCK_HIST_BYTES = 256 * 1024
+
+
+def block_width(n_features, max_bin):
+    """Features per block of the binned matrix.
+
+    Wide data is stored as a row-major mirror tiled into blocks of features
+    (design doc 002): a thread fills one block's histogram for all rows of a node, so
+    its writes stay in cache while its reads stay sequential.  Narrow data (up to
+    two blocks' worth) is one block: plain row-major.  The layout never changes
+    results (histogram cells are integer sums), only speed.
+    """
+    w = max(8, min(256, BLOCK_HIST_BYTES // (16 * (max_bin + 2))))
+    return n_features if n_features <= 2 * w else w
 
 
 class QuantileSummary(NamedTuple):
@@ -117,8 +132,16 @@ class BinMapper:
         return self.thresholds[self.thr_offsets[f]:self.thr_offsets[f + 1]]
 
     def transform(self, X):
-        """Bin codes of ``X`` (float32/float64, any order), (n, F) C-order uint8/uint16."""
-        out = np.empty(X.shape, dtype=self.dtype)
+        """Bin codes of ``X`` (float32/float64, any order) in the blocked row-major
+        layout: a ``(n_blocks * n, B)`` uint8/uint16 array where value (r, f) sits at
+        ``[(f // B) * n + r, f % B]`` (``B = block_width(F, max_bin)``)."""
+        n, n_features = X.shape
+        width = block_width(n_features, self.max_bin)
+        n_blocks = -(-n_features // width)
+        out = np.empty((n_blocks * n, width), dtype=self.dtype)
+        pad = n_blocks * width - n_features
+        if pad:
+            out[(n_blocks - 1) * n:, width - pad:] = 0
         _kernels.map_to_bins(X, self.thresholds, self.thr_offsets, bool(X.flags.c_contiguous), out)
         return out
 

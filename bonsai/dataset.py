@@ -33,6 +33,7 @@ class Dataset:
             raise ValueError(f"max_bin must be an integer in [2, 65535], got {max_bin!r}")
         X, names = to_matrix(data)
         n, n_features = X.shape
+        self._shape = (n, n_features)
         if feature_names is not None:
             feature_names = [str(f) for f in feature_names]
             if len(feature_names) != n_features:
@@ -75,11 +76,11 @@ class Dataset:
 
     @property
     def n_rows(self):
-        return self.X_binned.shape[0]
+        return self._shape[0]
 
     @property
     def n_features(self):
-        return self.X_binned.shape[1]
+        return self._shape[1]
 
     @property
     def max_bin(self):

@@ -58,9 +58,10 @@ class Grower:
     """Fit-constant state of the grow loop: the binned data, the bin layout, the
     histogram pool and scratch buffers, the split constraints and the policy."""
 
-    def __init__(self, backend, X_binned, bin_mapper, params, n_threads, n_sampled_max):
+    def __init__(self, backend, X_binned, n_rows, bin_mapper, params, n_threads, n_sampled_max):
         self.backend = backend
         self.X = X_binned
+        self.n_rows = n_rows
         self.bm = bin_mapper
         self.feat_off = bin_mapper.feat_off
         self.n_value_bins = bin_mapper.n_value_bins
@@ -112,7 +113,7 @@ class Grower:
                  "tree": self._sample(rng, np.arange(n_features), self.colsample[0])}
         root = nodes.add(0, idx.shape[0], 0, -1)
         nodes.slot[root] = self.pool.alloc()
-        self._build([root], nodes, gh, idx, identity=idx.shape[0] == self.X.shape[0])
+        self._build([root], nodes, gh, idx, identity=idx.shape[0] == self.n_rows)
         self._evaluate([root], nodes, scales, state)
         frontier = [root]
         n_leaves = 1
@@ -215,7 +216,7 @@ class Grower:
         feat = np.array([nodes.feature[n] for n in batch], np.int64)
         with stage("partition"):
             nleft = self.backend.partition_nodes(
-                self.X, idx, self.tmp, self.go_left, starts, stops, feat,
+                self.X, self.n_rows, idx, self.tmp, self.go_left, starts, stops, feat,
                 np.array([nodes.bin[n] for n in batch], np.int64),
                 np.array([nodes.default_left[n] for n in batch], np.uint8),
                 self.missing_bin[feat].astype(np.int64), self.n_threads)

@@ -81,10 +81,38 @@ def quantize(grad, hess, n_rows, out):
     return np.array([sg, sh, float(cb)])
 
 
+def _block_plan(starts, stops, slots, n_blocks, n_threads):
+    """Wide data: every thread owns a contiguous range of feature blocks and fills
+    them for every node, block by block (one block's histogram stays in cache)."""
+    m = starts.shape[0]
+    total = int((stops - starts).sum())
+    n_t = int(max(1, min(n_threads, total // MIN_ROWS_PER_THREAD)))
+    bounds = (n_blocks * np.arange(n_t + 1)) // n_t
+    blocks = np.arange(n_blocks)
+    t_blk = np.repeat(blocks, m)
+    t_node = np.tile(np.arange(m), n_blocks)
+    thread_ptr = (bounds * m).astype(np.int64)
+    return (starts[t_node].astype(np.int64), stops[t_node].astype(np.int64),
+            slots[t_node].astype(np.int64), t_blk.astype(np.int64),
+            (t_blk + 1).astype(np.int64), thread_ptr)
+
+
 def build_histograms(pool, X_binned, feat_off, gh, idx, starts, stops, slots, n_threads,
                      identity=False):
     """Fill ``pool.hist[slots[i]]`` from the rows ``idx[starts[i]:stops[i]]``;
-    ``identity`` says ``idx[i] == i`` on those ranges (the unsampled root)."""
+    ``identity`` says ``idx[i] == i`` on those ranges (the unsampled root).
+
+    Narrow data (few feature blocks) splits rows into one piece per thread, each
+    piece filling its own slot, merged afterwards; wide data splits the feature
+    blocks between threads instead (``_block_plan``).
+    """
+    n_features = feat_off.shape[0] - 1
+    n_blocks = -(-n_features // X_binned.shape[1])
+    if n_blocks >= 2 * n_threads:
+        plan = _block_plan(starts, stops, slots, n_blocks, n_threads)
+        kernel = _hist.build_histograms if plan[-1].shape[0] > 2 else _hist.build_histograms.serial
+        kernel(X_binned, feat_off, gh, idx, identity, *plan, pool.hist)
+        return
     node, p_start, p_stop, thread_ptr = plan_pieces(starts, stops, n_threads)
     p_slot = slots[node].copy()
     first = np.concatenate([[True], node[1:] != node[:-1]]) if node.size else node.astype(bool)
@@ -95,7 +123,10 @@ def build_histograms(pool, X_binned, feat_off, gh, idx, starts, stops, slots, n_
     for i in np.setdiff1d(np.arange(slots.shape[0]), node):  # empty nodes
         hist[slots[i]] = 0
     kernel = _hist.build_histograms if thread_ptr.shape[0] > 2 else _hist.build_histograms.serial
-    kernel(X_binned, feat_off, gh, idx, identity, p_start, p_stop, p_slot, thread_ptr, hist)
+    blo = np.zeros(node.shape[0], np.int64)
+    bhi = np.full(node.shape[0], n_blocks, np.int64)
+    kernel(X_binned, feat_off, gh, idx, identity, p_start, p_stop, p_slot, blo, bhi, thread_ptr,
+           hist)
     if extra.size:
         dst_nodes, counts = np.unique(node[extra], return_counts=True)
         src_ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
@@ -148,15 +179,15 @@ def find_level_split(pool, slots, feat_off, n_value_bins, mask, scales, cfg, min
     return out
 
 
-def partition_nodes(X_binned, idx, tmp, go_left, starts, stops, feature, bin_, default_left,
-              missing_bin, n_threads):
+def partition_nodes(X_binned, n_rows, idx, tmp, go_left, starts, stops, feature, bin_,
+                    default_left, missing_bin, n_threads):
     """Stable partition of each node range; returns the rows sent left per node."""
     node, p_start, p_stop, thread_ptr = plan_pieces(starts, stops, n_threads)
     nleft = np.zeros(starts.shape[0], np.int64)
     if node.size:
         scratch = np.empty(node.shape[0], np.int64)
         _pick(_part.partition_nodes, thread_ptr.shape[0] > 2)(
-            X_binned, idx, tmp, go_left, node, p_start, p_stop, thread_ptr,
+            X_binned, n_rows, idx, tmp, go_left, node, p_start, p_stop, thread_ptr,
             feature, bin_, default_left, missing_bin, scratch, nleft)
     return nleft
 

@@ -40,24 +40,29 @@ def map_to_bins(X, thresholds, thr_offsets, row_major, out):
     thr_offsets : (F + 1,) int64, IN
     row_major : bool -- X is C-ordered (walk rows, then features); else walk each
         feature over a block of rows, so reads stay sequential in both layouts
-    out : (n, F) uint8 or uint16, C order, OUT
+    out : (n_blocks * n, B) uint8 or uint16, OUT -- the blocked layout: value (r, f)
+        goes to ``out[(f // B) * n + r, f % B]`` (one block when B >= F: plain row-major)
     """
     n, n_features = X.shape
-    n_blocks = (n + _ROW_BLOCK - 1) // _ROW_BLOCK
-    for blk in prange(n_blocks):
-        r0 = blk * _ROW_BLOCK
+    width = out.shape[1]
+    n_chunks = (n + _ROW_BLOCK - 1) // _ROW_BLOCK
+    for c in prange(n_chunks):
+        r0 = c * _ROW_BLOCK
         r1 = min(n, r0 + _ROW_BLOCK)
         if row_major:
             for r in range(r0, r1):
                 for f in range(n_features):
                     t0 = thr_offsets[f]
-                    out[r, f] = _bin_of(X[r, f], thresholds, t0, thr_offsets[f + 1] - t0)
+                    blk = f // width
+                    out[blk * n + r, f - blk * width] = _bin_of(
+                        X[r, f], thresholds, t0, thr_offsets[f + 1] - t0)
         else:
             for f in range(n_features):
                 t0 = thr_offsets[f]
                 nt = thr_offsets[f + 1] - t0
+                blk = f // width
                 for r in range(r0, r1):
-                    out[r, f] = _bin_of(X[r, f], thresholds, t0, nt)
+                    out[blk * n + r, f - blk * width] = _bin_of(X[r, f], thresholds, t0, nt)
 
 
 @njit(parallel=True, cache=True)

@@ -31,63 +31,76 @@ def quantize_gradients(grad, hess, scale_g, scale_h, count_bits, out):
 
 
 @njit(cache=True, nogil=True)
-def _fill_range(X_binned, feat_off, gh, start, stop, out):
+def _fill_range(X_binned, row_base, f_lo, f_hi, feat_off, gh, start, stop, out):
     """Rows ``start..stop-1`` themselves (the root without row sampling): sequential
     reads, no gather, no prefetch needed."""
-    n_features = X_binned.shape[1]
     for r in range(start, stop):
         g = gh[r, 0]
         h = gh[r, 1]
-        for f in range(n_features):
-            b = feat_off[f] + X_binned[r, f]
+        xr = row_base + r
+        for f in range(f_lo, f_hi):
+            b = feat_off[f] + X_binned[xr, f - f_lo]
             out[b, 0] += g
             out[b, 1] += h
 
 
 @njit(cache=True, nogil=True)
-def _fill_rows(X_binned, feat_off, gh, idx, start, stop, out):
-    n_features = X_binned.shape[1]
+def _fill_rows(X_binned, row_base, f_lo, f_hi, feat_off, gh, idx, start, stop, out):
     pf_stop = stop - PREFETCH_DISTANCE
     for i in range(start, stop):
         if i < pf_stop:
             r_ahead = idx[i + PREFETCH_DISTANCE]
-            prefetch_row(X_binned, r_ahead)
+            prefetch_row(X_binned, row_base + r_ahead)
             prefetch_row(gh, r_ahead)
         r = idx[i]
         g = gh[r, 0]
         h = gh[r, 1]
-        for f in range(n_features):
-            b = feat_off[f] + X_binned[r, f]
+        xr = row_base + r
+        for f in range(f_lo, f_hi):
+            b = feat_off[f] + X_binned[xr, f - f_lo]
             out[b, 0] += g
             out[b, 1] += h
 
 
 @parallel_kernel
 def build_histograms(X_binned, feat_off, gh, idx, identity, task_start, task_stop, task_slot,
-                     thread_ptr, hist):
-    """Fill one histogram slot per task from the rows ``idx[task_start:task_stop]``.
+                     task_block_lo, task_block_hi, thread_ptr, hist):
+    """Fill histogram slots: task ``t`` adds the rows ``idx[task_start:task_stop]`` over
+    feature blocks ``task_block_lo..task_block_hi-1`` to slot ``task_slot[t]`` (whose
+    bins of those blocks it zeroes first).
 
-    Thread ``j`` runs tasks ``thread_ptr[j]:thread_ptr[j+1]`` in order.
+    Thread ``j`` runs tasks ``thread_ptr[j]:thread_ptr[j+1]`` in order.  Tasks running
+    at once never share a (slot, block) pair.
 
     Parameters
     ----------
-    X_binned : (n, F) uint8/uint16 C order, IN
+    X_binned : (n_blocks * n, B) uint8/uint16, IN -- the blocked row-major layout of
+        ``bonsai.binning``: value (r, f) is at ``[(f // B) * n + r, f % B]``
     feat_off : (F + 1,) int64 bin offsets, IN
     gh : (n, 2) int64 quantized (grad, packed hess/count), IN
     idx : (n_sampled,) uint32 sample indices, nodes are contiguous ranges, IN
     identity : bool -- ``idx[i] == i`` over every task range (read rows directly)
-    task_start, task_stop, task_slot : (T,) int64, IN -- slots are distinct
+    task_start, task_stop, task_slot, task_block_lo, task_block_hi : (T,) int64, IN
     thread_ptr : (n_threads + 1,) int64, IN
-    hist : (n_slots, n_bins_total, 2) int64, OUT (the task slots are overwritten)
+    hist : (n_slots, n_bins_total, 2) int64, OUT
     """
+    n_features = feat_off.shape[0] - 1
+    width = X_binned.shape[1]
+    n_blocks = (n_features + width - 1) // width
+    n = X_binned.shape[0] // n_blocks
     for j in prange(thread_ptr.shape[0] - 1):
         for t in range(thread_ptr[j], thread_ptr[j + 1]):
             out = hist[task_slot[t]]
-            out[:, :] = 0
-            if identity:
-                _fill_range(X_binned, feat_off, gh, task_start[t], task_stop[t], out)
-            else:
-                _fill_rows(X_binned, feat_off, gh, idx, task_start[t], task_stop[t], out)
+            for blk in range(task_block_lo[t], task_block_hi[t]):
+                f_lo = blk * width
+                f_hi = min(n_features, f_lo + width)
+                out[feat_off[f_lo]:feat_off[f_hi], :] = 0
+                if identity:
+                    _fill_range(X_binned, blk * n, f_lo, f_hi, feat_off, gh,
+                                task_start[t], task_stop[t], out)
+                else:
+                    _fill_rows(X_binned, blk * n, f_lo, f_hi, feat_off, gh, idx,
+                               task_start[t], task_stop[t], out)
 
 
 @parallel_kernel

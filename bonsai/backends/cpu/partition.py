@@ -17,14 +17,15 @@ _PREFETCH = 32
 
 
 @parallel_kernel
-def partition_nodes(X_binned, idx, tmp, go_left, task_node, task_start, task_stop, thread_ptr,
+def partition_nodes(X_binned, n, idx, tmp, go_left, task_node, task_start, task_stop, thread_ptr,
                     node_feature, node_bin, node_default_left, node_missing_bin,
                     task_nleft, out_node_nleft):
     """Stable partition of several nodes' ranges at once.
 
     Parameters
     ----------
-    X_binned : (n, F) uint8/uint16, IN
+    X_binned : (n_blocks * n, B) uint8/uint16 blocked layout (see ``bonsai.binning``), IN
+    n : int -- rows of the data set
     idx : (n_sampled,) uint32, IN/OUT
     tmp : (n_sampled,) uint32, scratch
     go_left : (n_sampled,) uint8, scratch
@@ -37,10 +38,13 @@ def partition_nodes(X_binned, idx, tmp, go_left, task_node, task_start, task_sto
     """
     n_tasks = task_start.shape[0]
     n_threads = thread_ptr.shape[0] - 1
+    width = X_binned.shape[1]
     for j in prange(n_threads):
         for t in range(thread_ptr[j], thread_ptr[j + 1]):
             nd = task_node[t]
             f = node_feature[nd]
+            base = (f // width) * n
+            col = f - (f // width) * width
             tb = node_bin[nd]
             mb = node_missing_bin[nd]
             dl = node_default_left[nd]
@@ -48,8 +52,8 @@ def partition_nodes(X_binned, idx, tmp, go_left, task_node, task_start, task_sto
             pf_stop = task_stop[t] - _PREFETCH
             for i in range(task_start[t], task_stop[t]):
                 if i < pf_stop:
-                    prefetch_row(X_binned, idx[i + _PREFETCH])
-                b = X_binned[idx[i], f]
+                    prefetch_row(X_binned, base + idx[i + _PREFETCH])
+                b = X_binned[base + idx[i], col]
                 if b == mb:
                     left = dl
                 elif b <= tb:
