@@ -128,6 +128,13 @@ class BinMapper:
     def fit(cls, X, max_bin, weights=None, random_state=0):
         return cls.from_summaries(summarize(X, weights, random_state=random_state), max_bin)
 
+    def to_columns(self, X_blocked, n):
+        """Column-major ``(F, n)`` copy of a blocked binned matrix (for partitioning
+        and binned prediction, which read one feature of many rows)."""
+        out = np.empty((self.n_features, n), dtype=X_blocked.dtype)
+        _kernels.blocked_to_columns(X_blocked, n, out)
+        return out
+
     def feature_thresholds(self, f):
         return self.thresholds[self.thr_offsets[f]:self.thr_offsets[f + 1]]
 

@@ -45,7 +45,7 @@ class _EvalSet:
                                  "with Dataset(..., reference=train_set)")
             ds = Dataset(ds.data, label=ds.label, weight=ds.weight, init_score=ds.init_score,
                          reference=train_set)
-        self.X_binned = ds.X_binned
+        self.X_cols = ds.X_cols
         if ds.label is None:
             raise ValueError(f"valid set {name!r} has no label")
         self.y = ds.label
@@ -123,7 +123,8 @@ def train(params, train_set, num_boost_round=None, valid_sets=None, valid_names=
     with thread_context(n_threads) as used_threads:
         evals = [_EvalSet(nm, ds, train_set, booster.base_score, k_out, init_model)
                  for nm, ds in zip(names, valid_sets or [])]
-        grower = Grower(backend, train_set.X_binned, n, train_set.bin_mapper, p, used_threads, n)
+        grower = Grower(backend, train_set.X_binned, train_set.X_cols, train_set.bin_mapper, p,
+                        used_threads, n)
         _boost(p, booster, objective, grower, backend, train_set, y, w, raw, evals, metrics,
                callbacks, k_out)
     return booster
@@ -181,7 +182,6 @@ def _grow_round(p, booster, objective, grower, backend, train_set, y, w, raw, ev
         mask[rows] = False
         oob = np.flatnonzero(mask).astype(IDX)
     bm = train_set.bin_mapper
-    n_rows = y.shape[0]
     for k in range(k_out):
         with stage("quantize"):
             try:
@@ -202,12 +202,12 @@ def _grow_round(p, booster, objective, grower, backend, train_set, y, w, raw, ev
         with stage("score_update"):
             backend.add_leaf_values(raw[k], idx, l0, l1, tree.value[leaves])
             if oob is not None:
-                backend.predict_binned_add(train_set.X_binned, n_rows, oob, tree.feature, tree.bin_threshold,
+                backend.predict_binned_add(train_set.X_cols, oob, tree.feature, tree.bin_threshold,
                                            tree.default_left, bm.missing_bin, tree.left, tree.right,
                                            tree.value, raw[k])
         with stage("eval_predict"):
             for ev in evals:
-                backend.predict_binned_add(ev.X_binned, ev.rows.shape[0], ev.rows, tree.feature, tree.bin_threshold,
+                backend.predict_binned_add(ev.X_cols, ev.rows, tree.feature, tree.bin_threshold,
                                            tree.default_left, bm.missing_bin, tree.left, tree.right,
                                            tree.value, ev.raw[k])
         booster._append(tree, k)

@@ -66,6 +66,7 @@ class Dataset:
                     self.bin_mapper = BinMapper.fit(X, max_bin, self.weight, random_state=random_state)
             with stage("bin_map"):
                 self.X_binned = self.bin_mapper.transform(X)
+                self.X_cols = self.bin_mapper.to_columns(self.X_binned, n)
         self.reference = reference
         self.data = X  # kept (no copy of numpy input) for continued training and re-binning
 

@@ -58,10 +58,11 @@ class Grower:
     """Fit-constant state of the grow loop: the binned data, the bin layout, the
     histogram pool and scratch buffers, the split constraints and the policy."""
 
-    def __init__(self, backend, X_binned, n_rows, bin_mapper, params, n_threads, n_sampled_max):
+    def __init__(self, backend, X_binned, X_cols, bin_mapper, params, n_threads, n_sampled_max):
         self.backend = backend
         self.X = X_binned
-        self.n_rows = n_rows
+        self.X_cols = X_cols
+        self.n_rows = X_cols.shape[1]
         self.bm = bin_mapper
         self.feat_off = bin_mapper.feat_off
         self.n_value_bins = bin_mapper.n_value_bins
@@ -69,7 +70,6 @@ class Grower:
         self.n_threads = n_threads
         self.pool = backend.HistogramPool(int(self.feat_off[-1]))
         self.tmp = np.empty(n_sampled_max, IDX)
-        self.go_left = np.empty(n_sampled_max, np.uint8)
         p = params
         self.policy = p.grow_policy
         self.max_depth = p.max_depth
@@ -216,7 +216,7 @@ class Grower:
         feat = np.array([nodes.feature[n] for n in batch], np.int64)
         with stage("partition"):
             nleft = self.backend.partition_nodes(
-                self.X, self.n_rows, idx, self.tmp, self.go_left, starts, stops, feat,
+                self.X_cols, idx, self.tmp, starts, stops, feat,
                 np.array([nodes.bin[n] for n in batch], np.int64),
                 np.array([nodes.default_left[n] for n in batch], np.uint8),
                 self.missing_bin[feat].astype(np.int64), self.n_threads)

@@ -441,9 +441,9 @@ def test_find_level_split_vs_naive():
 
 # ---- partition ---------------------------------------------------------------------------
 
-def _partition(X, *args):
-    """The backend's partition entry point on a single-block (row-major) matrix."""
-    return cpu.partition_nodes(X, X.shape[0], *args)
+def _partition(X, idx, tmp, go_left, *args):
+    """The backend's partition entry point, given a row-major (n, F) binned matrix."""
+    return cpu.partition_nodes(np.ascontiguousarray(X.T), idx, tmp, *args)
 
 
 @pytest.mark.parametrize("min_rows", [None, 5])
@@ -568,7 +568,7 @@ def test_predict_binned_matches_raw_prediction():
     for tree in b.trees:
         out = np.zeros(X.shape[0])
         with thread_context(1):
-            cpu.predict_binned_add(ds.X_binned, X.shape[0], rows, tree.feature, tree.bin_threshold,
+            cpu.predict_binned_add(ds.X_cols, rows, tree.feature, tree.bin_threshold,
                                    tree.default_left, bm.missing_bin, tree.left, tree.right,
                                    tree.value, out)
         ref = np.array([tree.value[naive_tree_leaf(tree, x)] for x in X])

@@ -88,3 +88,9 @@ def test_wide_training_deterministic_and_consistent(policy):
     p = np.clip(b.predict(Xv), 1e-15, 1 - 1e-15)
     logloss = -np.mean(yv * np.log(p) + (1 - yv) * np.log(1 - p))
     np.testing.assert_allclose(b.evals_result["valid_0"]["logloss"][-1], logloss, rtol=1e-12)
+
+
+def test_column_copy_matches_blocked():
+    X, _ = _wide(n=700)
+    ds = bonsai.Dataset(X)
+    np.testing.assert_array_equal(ds.X_cols.T, _unblock(ds.X_binned, X.shape[0], X.shape[1]))

@@ -179,15 +179,16 @@ def find_level_split(pool, slots, feat_off, n_value_bins, mask, scales, cfg, min
     return out
 
 
-def partition_nodes(X_binned, n_rows, idx, tmp, go_left, starts, stops, feature, bin_,
-                    default_left, missing_bin, n_threads):
-    """Stable partition of each node range; returns the rows sent left per node."""
+def partition_nodes(X_cols, idx, tmp, starts, stops, feature, bin_, default_left,
+                    missing_bin, n_threads):
+    """Stable partition of each node range (reading the column-major bins
+    ``X_cols (F, n)``); returns the rows sent left per node."""
     node, p_start, p_stop, thread_ptr = plan_pieces(starts, stops, n_threads)
     nleft = np.zeros(starts.shape[0], np.int64)
     if node.size:
         scratch = np.empty(node.shape[0], np.int64)
         _pick(_part.partition_nodes, thread_ptr.shape[0] > 2)(
-            X_binned, n_rows, idx, tmp, go_left, node, p_start, p_stop, thread_ptr,
+            X_cols, idx, tmp, node, p_start, p_stop, thread_ptr,
             feature, bin_, default_left, missing_bin, scratch, nleft)
     return nleft
 

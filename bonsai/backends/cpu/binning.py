@@ -162,3 +162,18 @@ def greedy_thresholds(values, weights, max_bin, out):
             acc = 0.0
             mean = rest / bins_left
     return n_out
+
+
+@njit(parallel=True, cache=True)
+def blocked_to_columns(X_blocked, n, out):
+    """Column-major copy of a blocked binned matrix: ``out[f, r] = value (r, f)``.
+
+    X_blocked : (n_blocks * n, B), IN ; out : (F, n), OUT
+    """
+    width = X_blocked.shape[1]
+    for f in prange(out.shape[0]):
+        blk = f // width
+        c = f - blk * width
+        base = blk * n
+        for r in range(n):
+            out[f, r] = X_blocked[base + r, c]

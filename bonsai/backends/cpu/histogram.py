@@ -34,30 +34,35 @@ def quantize_gradients(grad, hess, scale_g, scale_h, count_bits, out):
 def _fill_range(X_binned, row_base, f_lo, f_hi, feat_off, gh, start, stop, out):
     """Rows ``start..stop-1`` themselves (the root without row sampling): sequential
     reads, no gather, no prefetch needed."""
-    for r in range(start, stop):
+    # unsigned indices: numba then emits no negative-index wraparound checks
+    width = np.uintp(f_hi - f_lo)
+    fo = feat_off[f_lo:f_hi]
+    for r in range(np.uintp(start), np.uintp(stop)):
         g = gh[r, 0]
         h = gh[r, 1]
-        xr = row_base + r
-        for f in range(f_lo, f_hi):
-            b = feat_off[f] + X_binned[xr, f - f_lo]
+        xr = np.uintp(row_base + r)
+        for c in range(width):
+            b = np.uintp(fo[c]) + np.uintp(X_binned[xr, c])
             out[b, 0] += g
             out[b, 1] += h
 
 
 @njit(cache=True, nogil=True)
 def _fill_rows(X_binned, row_base, f_lo, f_hi, feat_off, gh, idx, start, stop, out):
-    pf_stop = stop - PREFETCH_DISTANCE
-    for i in range(start, stop):
+    width = np.uintp(f_hi - f_lo)
+    fo = feat_off[f_lo:f_hi]
+    pf_stop = np.uintp(max(stop - PREFETCH_DISTANCE, 0))
+    for i in range(np.uintp(start), np.uintp(stop)):
         if i < pf_stop:
-            r_ahead = idx[i + PREFETCH_DISTANCE]
+            r_ahead = idx[i + np.uintp(PREFETCH_DISTANCE)]
             prefetch_row(X_binned, row_base + r_ahead)
             prefetch_row(gh, r_ahead)
         r = idx[i]
         g = gh[r, 0]
         h = gh[r, 1]
-        xr = row_base + r
-        for f in range(f_lo, f_hi):
-            b = feat_off[f] + X_binned[xr, f - f_lo]
+        xr = np.uintp(row_base + r)
+        for c in range(width):
+            b = np.uintp(fo[c]) + np.uintp(X_binned[xr, c])
             out[b, 0] += g
             out[b, 1] += h
 

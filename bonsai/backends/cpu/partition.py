@@ -5,32 +5,37 @@ Every node owns a contiguous range ``idx[start:stop]``.  Splitting it rewrites t
 range as (left rows, right rows), each in their previous (ascending) order, so a
 node's rows stay sorted: gathers stay monotonic and the result does not depend on
 the thread count.
+
+The split feature is read from the column-major copy of the binned matrix: one byte
+per row from a contiguous column, instead of one cache line per row from the
+row-major matrix.
 """
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
 from ._jit import parallel_kernel
 
-from ._intrinsics import prefetch_row
-
-_PREFETCH = 32
-
 
 @parallel_kernel
-def partition_nodes(X_binned, n, idx, tmp, go_left, task_node, task_start, task_stop, thread_ptr,
+def partition_nodes(X_cols, idx, tmp, task_node, task_start, task_stop, thread_ptr,
                     node_feature, node_bin, node_default_left, node_missing_bin,
                     task_nleft, out_node_nleft):
-    """Stable partition of several nodes' ranges at once.
+    """Stable partition of several nodes' ranges at once, in two passes.
+
+    Pass 1: each task streams its rows into ``tmp`` over the same range, left rows
+    forward from the start and right rows backward from the end.  Pass 2: each task
+    copies its left rows, then its right rows (reversed back), to their final places
+    in ``idx``; a node's tasks follow each other, so the result is a stable partition
+    whatever the tasks are.
 
     Parameters
     ----------
-    X_binned : (n_blocks * n, B) uint8/uint16 blocked layout (see ``bonsai.binning``), IN
-    n : int -- rows of the data set
+    X_cols : (F, n) uint8/uint16 column-major bins, IN
     idx : (n_sampled,) uint32, IN/OUT
     tmp : (n_sampled,) uint32, scratch
-    go_left : (n_sampled,) uint8, scratch
     task_node, task_start, task_stop : (T,) int64, IN -- a node's tasks are
         consecutive and cover its range in order
+    thread_ptr : (n_threads + 1,) int64, IN -- thread j runs tasks thread_ptr[j]:thread_ptr[j+1]
     node_feature, node_bin, node_missing_bin : (m,) int64, IN
     node_default_left : (m,) uint8, IN
     task_nleft : (T,) int64, scratch
@@ -38,32 +43,28 @@ def partition_nodes(X_binned, n, idx, tmp, go_left, task_node, task_start, task_
     """
     n_tasks = task_start.shape[0]
     n_threads = thread_ptr.shape[0] - 1
-    width = X_binned.shape[1]
+    one = np.uintp(1)
     for j in prange(n_threads):
         for t in range(thread_ptr[j], thread_ptr[j + 1]):
             nd = task_node[t]
-            f = node_feature[nd]
-            base = (f // width) * n
-            col = f - (f // width) * width
+            col = X_cols[node_feature[nd]]
             tb = node_bin[nd]
             mb = node_missing_bin[nd]
-            dl = node_default_left[nd]
-            c = 0
-            pf_stop = task_stop[t] - _PREFETCH
-            for i in range(task_start[t], task_stop[t]):
-                if i < pf_stop:
-                    prefetch_row(X_binned, base + idx[i + _PREFETCH])
-                b = X_binned[base + idx[i], col]
-                if b == mb:
-                    left = dl
-                elif b <= tb:
-                    left = np.uint8(1)
+            dl = node_default_left[nd] != 0
+            # unsigned indices: no negative-index wraparound checks in the loop
+            lp = np.uintp(task_start[t])
+            rp = np.uintp(task_stop[t])
+            for i in range(np.uintp(task_start[t]), np.uintp(task_stop[t])):
+                r = idx[i]
+                b = col[r]
+                if (dl if b == mb else b <= tb):
+                    tmp[lp] = r
+                    lp += one
                 else:
-                    left = np.uint8(0)
-                go_left[i] = left
-                c += left
-            task_nleft[t] = c
-    # serial prefix sums: where each task writes its left and right rows
+                    rp -= one
+                    tmp[rp] = r
+            task_nleft[t] = np.int64(lp) - task_start[t]
+    # serial prefix sums: where each task's left and right rows go
     left_pos = np.empty(n_tasks, np.int64)
     right_pos = np.empty(n_tasks, np.int64)
     out_node_nleft[:] = 0
@@ -82,19 +83,16 @@ def partition_nodes(X_binned, n, idx, tmp, go_left, task_node, task_start, task_
             t += 1
     for j in prange(n_threads):
         for t in range(thread_ptr[j], thread_ptr[j + 1]):
-            lp = left_pos[t]
-            rp = right_pos[t]
-            for i in range(task_start[t], task_stop[t]):
-                if go_left[i]:
-                    tmp[lp] = idx[i]
-                    lp += 1
-                else:
-                    tmp[rp] = idx[i]
-                    rp += 1
-    for j in prange(n_threads):
-        for t in range(thread_ptr[j], thread_ptr[j + 1]):
-            for i in range(task_start[t], task_stop[t]):
-                idx[i] = tmp[i]
+            a = np.uintp(task_start[t])
+            nl = np.uintp(task_nleft[t])
+            nr = np.uintp(task_stop[t] - task_start[t]) - nl
+            lp = np.uintp(left_pos[t])
+            rp = np.uintp(right_pos[t])
+            end = np.uintp(task_stop[t]) - one
+            for k in range(nl):
+                idx[lp + k] = tmp[a + k]
+            for k in range(nr):
+                idx[rp + k] = tmp[end - k]
 
 
 @parallel_kernel
@@ -105,5 +103,5 @@ def add_leaf_values(raw, idx, leaf_start, leaf_stop, leaf_value):
     """
     for lf in prange(leaf_start.shape[0]):
         v = leaf_value[lf]
-        for i in range(leaf_start[lf], leaf_stop[lf]):
+        for i in range(np.uintp(leaf_start[lf]), np.uintp(leaf_stop[lf])):
             raw[idx[i]] += v

@@ -64,21 +64,19 @@ def predict_leaf(X, feature, threshold, default_left, left, right, tree_offset, 
 
 
 @njit(parallel=True, cache=True)
-def predict_binned_add(X_binned, n, rows, feature, bin_threshold, default_left, missing_bin,
+def predict_binned_add(X_cols, rows, feature, bin_threshold, default_left, missing_bin,
                        left, right, value, out):
     """One tree over binned rows: ``out[rows[i]] += value(leaf of row rows[i])``.
 
-    X_binned : (n_blocks * n, B) uint8/uint16 blocked layout ; n : rows of the data ;
-    rows : (m,) uint32 ; missing_bin : (F,) int64 ; out : (n,) float64, IN/OUT
+    X_cols : (F, n) uint8/uint16 column-major bins ; rows : (m,) uint32 ;
+    missing_bin : (F,) int64 ; out : (n,) float64, IN/OUT
     """
-    width = X_binned.shape[1]
     for i in prange(rows.shape[0]):
         r = rows[i]
         node = 0
         while left[node] >= 0:
             f = feature[node]
-            blk = f // width
-            b = X_binned[blk * n + r, f - blk * width]
+            b = X_cols[f, r]
             if b == missing_bin[f]:
                 go_left = default_left[node] != 0
             else:
