@@ -2,6 +2,8 @@
 indices, iteration ranges), feature importance, and model files (JSON file/string,
 pickle).  A Booster needs no training data to load or predict.
 """
+import contextlib
+
 import numpy as np
 
 from . import model_io
@@ -10,6 +12,8 @@ from .backends import get_backend
 from .data import to_matrix
 from .objectives import get_objective
 from .tree import concat, concat_oblivious
+
+_CPU = get_backend("cpu")  # prediction always runs on the CPU kernels
 
 
 class Booster:
@@ -121,22 +125,19 @@ class Booster:
         X = self._check_X(X)
         t0, t1 = self._tree_range(iteration_range)
         ens, obl = self._ensemble(t0, t1)
-        backend = get_backend("cpu")
-        with thread_context(resolve_n_threads(self.n_threads)):
+        backend = _CPU
+        small = X.shape[0] < backend.SERIAL_PREDICT_ROWS  # serial kernels: no thread setup
+        with contextlib.nullcontext() if small else thread_context(resolve_n_threads(self.n_threads)):
             if pred_leaf:
                 out = np.zeros((X.shape[0], t1 - t0), np.int32)
-                backend.predict_leaf(X, ens.feature, ens.threshold, ens.default_left, ens.left,
-                                     ens.right, ens.tree_offset, out)
+                backend.predict_leaf(X, ens, out)
                 return out
             raw = np.empty((X.shape[0], self.n_outputs))
             raw[:] = self.base_score
             if obl is not None:
-                backend.predict_oblivious(X, obl.level_feature, obl.level_threshold,
-                                          obl.level_default_left, obl.level_offset,
-                                          obl.leaf_value, obl.leaf_offset, obl.tree_class, raw)
+                backend.predict_oblivious(X, obl, raw)
             else:
-                backend.predict_raw(X, ens.feature, ens.threshold, ens.default_left, ens.left,
-                                    ens.right, ens.value, ens.tree_offset, ens.tree_class, raw)
+                backend.predict_raw(X, ens, raw)
         if output_margin:
             return raw[:, 0].copy() if self.n_outputs == 1 else raw
         return self._objective().transform(np.ascontiguousarray(raw.T))

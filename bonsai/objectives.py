@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from scipy.special import expit as _expit
 from numba import njit
 
 __all__ = ["OBJECTIVES", "Objective", "get_objective", "weighted_quantile"]
@@ -400,9 +401,8 @@ class _Binary(Objective):
         _binary_kernel(y, raw[0], e, w if has_w else y, has_w, out_g[0], out_h[0])
 
     def transform(self, raw):
-        r = np.asarray(raw[0], dtype=np.float64)
-        e = np.exp(-np.abs(r))  # never overflows
-        return np.where(r >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+        # scipy's expit is one stable ufunc: cheap for a single row too
+        return _expit(np.asarray(raw[0], dtype=np.float64))
 
 
 class _Multiclass(Objective):

@@ -547,8 +547,7 @@ def test_predict_raw_handcrafted_multiclass():
                   [1.0, -2.0]])
     out = np.zeros((6, 2))
     with thread_context(2):
-        cpu.predict_raw(X, ens.feature, ens.threshold, ens.default_left, ens.left, ens.right,
-                        ens.value, ens.tree_offset, ens.tree_class, out)
+        cpu.predict_raw(X, ens, out)
     tree0 = np.array([10, 20, 30, 30, 10, 10.0])
     np.testing.assert_array_equal(out[:, 0], tree0)
     np.testing.assert_array_equal(out[:, 1], tree0 + 0.5)
@@ -591,11 +590,8 @@ def test_oblivious_predictor_equals_generic(objective, extra):
     generic = np.zeros((Xt.shape[0], b.n_outputs))
     fast = np.zeros((Xt.shape[0], b.n_outputs))
     with thread_context(2):
-        cpu.predict_raw(Xt, ens.feature, ens.threshold, ens.default_left, ens.left, ens.right,
-                        ens.value, ens.tree_offset, ens.tree_class, generic)
-        cpu.predict_oblivious(Xt, obl.level_feature, obl.level_threshold,
-                              obl.level_default_left, obl.level_offset, obl.leaf_value,
-                              obl.leaf_offset, obl.tree_class, fast)
+        cpu.predict_raw(Xt, ens, generic)
+        cpu.predict_oblivious(Xt, obl, fast)
     np.testing.assert_array_equal(fast, generic)
     ref = naive_predict_margin(b, Xt) - b.base_score
     np.testing.assert_allclose(fast, ref, rtol=1e-13, atol=1e-12)
@@ -620,3 +616,18 @@ def test_concat_oblivious_layout():
             assert feats == {int(obl.level_feature[obl.level_offset[t] + lv])}
             level_nodes = [c for i in level_nodes for c in (tree.left[i], tree.right[i])]
         assert all(tree.left[i] < 0 for i in level_nodes)
+
+
+@pytest.mark.parametrize("policy", ["depthwise", "oblivious"])
+def test_parallel_and_serial_predictors_agree(monkeypatch, policy):
+    """Small batches take the serial kernels; both paths give identical outputs."""
+    X, y = _data_with_nans(seed=21)
+    b = bonsai.train({"n_estimators": 5, "grow_policy": policy, "max_depth": 4},
+                     bonsai.Dataset(X, label=y))
+    full = b.predict(X, output_margin=True)
+    leaves = b.predict(X, pred_leaf=True)
+    monkeypatch.setattr(cpu, "SERIAL_PREDICT_ROWS", 10 ** 9)
+    np.testing.assert_array_equal(b.predict(X, output_margin=True), full)
+    np.testing.assert_array_equal(b.predict(X, pred_leaf=True), leaves)
+    monkeypatch.setattr(cpu, "SERIAL_PREDICT_ROWS", 1)
+    np.testing.assert_array_equal(b.predict(X[:3], output_margin=True), full[:3])

@@ -197,7 +197,28 @@ def add_leaf_values(raw, idx, leaf_start, leaf_stop, leaf_value):
     """``raw[idx[i]] += leaf_value[l]`` over each leaf's row range."""
     _pick(_part.add_leaf_values, idx.shape[0] >= MIN_ROWS_PER_THREAD)(
         raw, idx, leaf_start, leaf_stop, leaf_value)
-predict_raw = _pred.predict_raw
-predict_leaf = _pred.predict_leaf
+#: below this many rows prediction runs on the calling thread (no parallel region)
+SERIAL_PREDICT_ROWS = 512
+
+
+def predict_raw(X, ens, out):
+    """Add the ensemble's outputs to ``out (n, K)``."""
+    k = _pick(_pred.predict_raw, X.shape[0] >= SERIAL_PREDICT_ROWS)
+    k(X, ens.feature, ens.threshold, ens.default_left, ens.left, ens.right, ens.value,
+      ens.tree_offset, ens.tree_class, out)
+
+
+def predict_oblivious(X, obl, out):
+    """Add an all-oblivious ensemble's outputs to ``out (n, K)`` (branchless walk)."""
+    k = _pick(_pred.predict_oblivious, X.shape[0] >= SERIAL_PREDICT_ROWS)
+    k(X, obl.level_feature, obl.level_threshold, obl.level_default_left, obl.level_offset,
+      obl.leaf_value, obl.leaf_offset, obl.tree_class, out)
+
+
+def predict_leaf(X, ens, out):
+    """Leaf index of every row in every tree, ``out (n, T) int32``."""
+    k = _pick(_pred.predict_leaf, X.shape[0] >= SERIAL_PREDICT_ROWS)
+    k(X, ens.feature, ens.threshold, ens.default_left, ens.left, ens.right, ens.tree_offset, out)
+
+
 predict_binned_add = _pred.predict_binned_add
-predict_oblivious = _pred.predict_oblivious

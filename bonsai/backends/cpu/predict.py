@@ -9,10 +9,12 @@ tree, and a leaf has ``left == -1``.
 import numpy as np
 from numba import njit, prange
 
+from ._jit import parallel_kernel
+
 _ROW_BLOCK = 64
 
 
-@njit(parallel=True, cache=True)
+@parallel_kernel
 def predict_raw(X, feature, threshold, default_left, left, right, value,
                 tree_offset, tree_class, out):
     """Add every tree's output to ``out``.
@@ -43,7 +45,7 @@ def predict_raw(X, feature, threshold, default_left, left, right, value,
                 out[r, k] += value[base + node]
 
 
-@njit(parallel=True, cache=True)
+@parallel_kernel
 def predict_leaf(X, feature, threshold, default_left, left, right, tree_offset, out):
     """Leaf node index (within its tree) of every row in every tree. out (n, T) int32."""
     n = X.shape[0]
@@ -85,7 +87,7 @@ def predict_binned_add(X_cols, rows, feature, bin_threshold, default_left, missi
         out[r] += value[node]
 
 
-@njit(parallel=True, cache=True)
+@parallel_kernel
 def predict_oblivious(X, level_feature, level_threshold, level_default_left, level_offset,
                       leaf_value, leaf_offset, tree_class, out):
     """Branchless oblivious trees: the leaf index is built from one bit per level.
