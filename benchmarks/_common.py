@@ -1,7 +1,8 @@
 """Shared helpers for the bonsai benchmarks.
 
-* Deterministic synthetic data sets (``higgs_like``, ``year_like``), cached as
-  ``.npy`` files so every benchmark subprocess loads exactly the same arrays.
+* Deterministic synthetic data sets (``DATASETS``: ``higgs_like``, ``year_like``,
+  ``higgs_missing``, ``wide_like``, ``multiclass_like``), cached as ``.npy`` files so
+  every benchmark subprocess loads exactly the same arrays.
 * Peak-memory probes for the *current* process (``/proc/self/status``).
 * ``run_child``: run a worker command in a fresh interpreter and parse its JSON.
 * Small statistics / table-formatting helpers.
@@ -20,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -101,10 +103,116 @@ def year_like(n: int = 500_000, d: int = 90, seed: int = 20240602):
     return X, y
 
 
-SHAPES = {
-    # name: (generator, default rows, features, task)
-    "higgs": (higgs_like, 1_000_000, 28, "binary"),
-    "year": (year_like, 500_000, 90, "regression"),
+def higgs_missing(n: int = 1_000_000, d: int = 28, seed: int = 20240603,
+                  fraction: float = 0.40):
+    """``higgs_like`` (same seed, so the same values) with ``fraction`` of all feature
+    values replaced by NaN, missing completely at random (an independent Bernoulli mask
+    per value, drawn from its own seeded stream). Labels are unchanged, so the signal
+    that survives is weaker than in ``higgs``.
+    """
+    X, y = higgs_like(n=n, d=d)
+    for i, (a, b) in enumerate(_chunks(n)):
+        rng = np.random.default_rng([seed, i])
+        X[a:b][rng.random((b - a, d), dtype=np.float32) < fraction] = np.nan
+    return X, y
+
+
+_WIDE_CHUNK = 10_000     # 10k x 2000 float32 temporaries (80 MB) per chunk
+
+
+def wide_like(n: int = 100_000, d: int = 2000, seed: int = 20240604, n_informative: int = 40):
+    """Binary classification on many 0/1 features (bag-of-words / one-hot like).
+
+    Column j is 1 with probability p_j (log-uniform in [0.01, 0.5]). ``n_informative``
+    columns, at fixed random positions, carry the signal: a linear part, 12 pairwise
+    ANDs and 4 XORs; the other columns are noise. Label = latent + logistic noise > 0
+    (centred so classes are roughly balanced). Returns X float32 (n, d) in {0, 1},
+    y float32 (n,) in {0, 1}.
+    """
+    if d < n_informative:
+        raise ValueError(f"wide_like needs d >= {n_informative}")
+    meta = np.random.default_rng([seed, 10**6])
+    p = np.exp(meta.uniform(np.log(0.01), np.log(0.5), size=d)).astype(np.float32)
+    cols = meta.choice(d, size=n_informative, replace=False)
+    p[cols] = meta.uniform(0.1, 0.5, size=n_informative)   # informative: not too rare
+    w = meta.normal(0.0, 1.0, size=n_informative)
+    pairs = cols[meta.permutation(n_informative)[:24]].reshape(12, 2)
+    w_pairs = meta.normal(0.0, 1.5, size=12)
+    xors = cols[meta.permutation(n_informative)[:8]].reshape(4, 2)
+    w_xors = meta.choice([-1.2, 1.2], size=4)
+    # Expected latent (E[x] = p, independent columns) to centre the label near 50/50.
+    p64 = p.astype(np.float64)
+    centre = (w @ p64[cols] + w_pairs @ (p64[pairs[:, 0]] * p64[pairs[:, 1]])
+              + w_xors @ (p64[xors[:, 0]] + p64[xors[:, 1]]
+                          - 2 * p64[xors[:, 0]] * p64[xors[:, 1]]))
+    X = np.empty((n, d), dtype=np.float32)
+    y = np.empty(n, dtype=np.float32)
+    for i, a in enumerate(range(0, n, _WIDE_CHUNK)):
+        b = min(n, a + _WIDE_CHUNK)
+        rng = np.random.default_rng([seed, i])
+        Xc = X[a:b]
+        np.less(rng.random((b - a, d), dtype=np.float32), p, out=Xc, casting="unsafe")
+        latent = (Xc[:, cols].astype(np.float64) @ w
+                  + (Xc[:, pairs[:, 0]] * Xc[:, pairs[:, 1]]).astype(np.float64) @ w_pairs
+                  + (Xc[:, xors[:, 0]] != Xc[:, xors[:, 1]]).astype(np.float64) @ w_xors
+                  - centre)
+        latent += rng.logistic(0.0, 0.6, size=b - a)
+        y[a:b] = latent > 0.0
+    return X, y
+
+
+def multiclass_like(n: int = 200_000, d: int = 50, seed: int = 20240605, n_classes: int = 10):
+    """10-class classification with nonlinear class scores (GBDT accuracy about 0.65).
+
+    Columns are standard normal, some mapped to skewed / bounded scales. The score
+    of class k combines a linear map of 10 columns, tanh of 10 more, a class-specific
+    bump on one column and a product of two; the label is the arg max of the scores
+    plus Gumbel noise (a noisy softmax choice). Columns 30.. are pure noise.
+    Returns X float32 (n, d), y float32 (n,) in {0, ..., n_classes - 1}.
+    """
+    if d < 30:
+        raise ValueError("multiclass_like needs d >= 30")
+    k = n_classes
+    meta = np.random.default_rng([seed, 10**6])
+    W = meta.normal(0.0, 0.8, size=(10, k))
+    V = meta.normal(0.0, 1.0, size=(10, k))
+    centres = meta.uniform(-1.5, 1.5, size=k)
+    bump_col = 20 + meta.integers(0, 5, size=k)
+    prod_cols = 25 + meta.integers(0, 5, size=(k, 2))
+    bias = meta.normal(0.0, 0.3, size=k)                    # mildly unbalanced classes
+    X = np.empty((n, d), dtype=np.float32)
+    y = np.empty(n, dtype=np.float32)
+    for i, (a, b) in enumerate(_chunks(n)):
+        rng = np.random.default_rng([seed, i])
+        m = b - a
+        Z = rng.standard_normal((m, d))
+        S = Z[:, :10] @ W + np.tanh(1.5 * Z[:, 10:20]) @ V + bias
+        S -= 0.8 * (Z[:, bump_col] - centres) ** 2
+        S += 0.6 * Z[:, prod_cols[:, 0]] * Z[:, prod_cols[:, 1]]
+        S += rng.gumbel(0.0, 1.0, size=(m, k))
+        y[a:b] = np.argmax(S, axis=1)
+        # Present some columns on other scales (trees don't care, binning must cope).
+        Z[:, 1] = np.exp(Z[:, 1])
+        Z[:, 12] = Z[:, 12] * 1000.0 + 5000.0
+        Z[:, 31] = np.round(Z[:, 31] * 2.0)                  # a low-cardinality column
+        X[a:b] = Z
+    return X, y
+
+
+class Data(NamedTuple):
+    gen: Callable
+    rows: int             # default total rows (train + test)
+    features: int
+    task: str             # "binary" | "regression" | "multiclass"
+    n_classes: int = 1    # > 2 only for "multiclass"
+
+
+DATASETS = {
+    "higgs": Data(higgs_like, 1_000_000, 28, "binary", 2),
+    "year": Data(year_like, 500_000, 90, "regression"),
+    "higgs-missing": Data(higgs_missing, 1_000_000, 28, "binary", 2),
+    "wide": Data(wide_like, 100_000, 2000, "binary", 2),
+    "multiclass": Data(multiclass_like, 200_000, 50, "multiclass", 10),
 }
 
 
@@ -114,16 +222,15 @@ def split(X, y, test_fraction: float = TEST_FRACTION):
     return X[:cut], y[:cut], X[cut:], y[cut:]
 
 
-def _cache_path(shape: str, n: int) -> Path:
-    _, _, d, _ = SHAPES[shape]
-    return CACHE_DIR / f"{shape}_n{n}_d{d}_v{DATA_VERSION}"
+def _cache_path(data: str, n: int) -> Path:
+    return CACHE_DIR / f"{data}_n{n}_d{DATASETS[data].features}_v{DATA_VERSION}"
 
 
-def ensure_cached(shape: str, n: int | None = None) -> Path:
-    """Generate ``shape`` with ``n`` rows once and store train/test .npy files."""
-    gen, default_n, d, _ = SHAPES[shape]
+def ensure_cached(data: str, n: int | None = None) -> Path:
+    """Generate data set ``data`` with ``n`` rows once and store train/test .npy files."""
+    gen, default_n, d = DATASETS[data][:3]
     n = int(n or default_n)
-    path = _cache_path(shape, n)
+    path = _cache_path(data, n)
     names = ("X_train", "y_train", "X_test", "y_test")
     if all((path / f"{k}.npy").exists() for k in names):
         return path
@@ -136,9 +243,9 @@ def ensure_cached(shape: str, n: int | None = None) -> Path:
     return path
 
 
-def load_cached(shape: str, n: int | None = None):
+def load_cached(data: str, n: int | None = None):
     """Load (X_train, y_train, X_test, y_test) fully into memory (no mmap)."""
-    path = ensure_cached(shape, n)
+    path = ensure_cached(data, n)
     return tuple(np.load(path / f"{k}.npy", mmap_mode=None)
                  for k in ("X_train", "y_train", "X_test", "y_test"))
 

@@ -66,8 +66,18 @@ class QuantileSummary(NamedTuple):
         return QuantileSummary(self.values[keep], w)
 
 
+def binning_sample(n, sample_rows=SAMPLE_ROWS, random_state=0):
+    """Sorted row indices of the deterministic sample the bin edges come from."""
+    if n <= sample_rows:
+        return np.arange(n, dtype=np.int64)
+    rng = np.random.default_rng(random_state)
+    return np.sort(rng.choice(n, size=sample_rows, replace=False)).astype(np.int64)
+
+
 def summarize(X, weights=None, sample_rows=SAMPLE_ROWS, random_state=0):
-    """One ``QuantileSummary`` per column of ``X`` over a deterministic row sample."""
+    """One mergeable ``QuantileSummary`` per column of ``X`` over a deterministic row
+    sample (for combining data held in several places; a local fit uses the
+    equivalent, lighter ``BinMapper.fit``)."""
     n = X.shape[0]
     if n > sample_rows:
         rng = np.random.default_rng(random_state)
@@ -126,7 +136,17 @@ class BinMapper:
 
     @classmethod
     def fit(cls, X, max_bin, weights=None, random_state=0):
-        return cls.from_summaries(summarize(X, weights, random_state=random_state), max_bin)
+        """Thresholds from a deterministic row sample of ``X``; equal to
+        ``from_summaries(summarize(X, ...))`` without materializing the summaries."""
+        rows = binning_sample(X.shape[0], random_state=random_state)
+        w = np.ones(rows.shape[0]) if weights is None else np.ascontiguousarray(weights[rows], dtype=np.float64)
+        n_features = X.shape[1]
+        thr = np.empty((n_features, max(max_bin - 1, 1)))
+        count = np.empty(n_features, np.int64)
+        _kernels.find_thresholds(X, rows, w, max_bin, thr, count)
+        offsets = np.concatenate([[0], np.cumsum(count)]).astype(np.int64)
+        flat = np.concatenate([thr[f, :count[f]] for f in range(n_features)]) if n_features else np.empty(0)
+        return cls(flat, offsets, max_bin)
 
     def to_columns(self, X_blocked, n):
         """Column-major ``(F, n)`` copy of a blocked binned matrix (for partitioning

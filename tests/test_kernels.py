@@ -631,3 +631,20 @@ def test_parallel_and_serial_predictors_agree(monkeypatch, policy):
     np.testing.assert_array_equal(b.predict(X, pred_leaf=True), leaves)
     monkeypatch.setattr(cpu, "SERIAL_PREDICT_ROWS", 1)
     np.testing.assert_array_equal(b.predict(X[:3], output_margin=True), full[:3])
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_binmapper_fit_equals_summaries_path(weighted):
+    """The direct per-column threshold kernel equals thresholds from the mergeable
+    summaries (the distributed path)."""
+    from bonsai.binning import BinMapper, summarize
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(3000, 6)).astype(np.float32)
+    X[:, 2] = np.round(X[:, 2])          # few distinct values
+    X[rng.random(X.shape) < 0.1] = np.nan
+    w = rng.random(3000) + 0.1 if weighted else None
+    for max_bin in (2, 16, 255):
+        a = BinMapper.fit(X, max_bin, w)
+        b = BinMapper.from_summaries(summarize(X, w), max_bin)
+        np.testing.assert_array_equal(a.thresholds, b.thresholds)
+        np.testing.assert_array_equal(a.thr_offsets, b.thr_offsets)

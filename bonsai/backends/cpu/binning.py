@@ -119,6 +119,43 @@ def map_to_bins_table(X, pad, coarse, n_thresholds, row_major, out):
                         out[base + r, f - f0] = _bin_of_table(np.float64(X[r, f]), pf, cf, nt)
 
 
+@njit(cache=True)
+def _distinct(col, weights, unit, out_values, out_weights):
+    """Sort ``col`` (NaN last) and write its distinct non-NaN values with summed
+    weights; returns how many.  ``col`` is overwritten."""
+    m = col.shape[0]
+    if unit:
+        col.sort()
+        wcol = weights
+    else:
+        order = np.argsort(col, kind="mergesort")
+        col[:] = col[order]
+        wcol = weights[order]
+    k = -1
+    prev = 0.0
+    for j in range(m):
+        v = col[j]
+        if np.isnan(v):
+            break
+        w = wcol[j]
+        if k >= 0 and v == prev:
+            out_weights[k] += w
+        else:
+            k += 1
+            out_values[k] = v
+            out_weights[k] = w
+            prev = v
+    return k + 1
+
+
+@njit(cache=True)
+def _all_ones(weights):
+    for j in range(weights.shape[0]):
+        if weights[j] != 1.0:
+            return False
+    return True
+
+
 @njit(parallel=True, cache=True)
 def summarize_columns(sample, weights, out_values, out_weights, out_sizes):
     """Exact weighted summary of each column: sorted distinct non-NaN values with
@@ -131,36 +168,36 @@ def summarize_columns(sample, weights, out_values, out_weights, out_sizes):
     out_values, out_weights : (F, m) float64, OUT -- first ``out_sizes[f]`` entries valid
     out_sizes : (F,) int64, OUT
     """
-    m, n_features = sample.shape
-    unit = True
-    for j in range(m):
-        if weights[j] != 1.0:
-            unit = False
-            break
-    for f in prange(n_features):
-        col = sample[:, f].copy()
-        if unit:
-            col = np.sort(col)  # NaN sorts last
-            wcol = weights
-        else:
-            order = np.argsort(col, kind="mergesort")
-            col = col[order]
-            wcol = weights[order]
-        k = -1
-        prev = 0.0
+    unit = _all_ones(weights)
+    for f in prange(sample.shape[1]):
+        out_sizes[f] = _distinct(sample[:, f].copy(), weights, unit, out_values[f],
+                                 out_weights[f])
+
+
+@njit(parallel=True, cache=True)
+def find_thresholds(X, rows, weights, max_bin, out_thr, out_count):
+    """Bin thresholds of every feature straight from the sampled rows of ``X``: one
+    column at a time per thread, so memory stays O(rows) per thread.
+
+    Parameters
+    ----------
+    X : (n, F) float32/float64, IN
+    rows : (m,) int64 sampled row indices, IN
+    weights : (m,) float64 weights of the sampled rows, IN
+    max_bin : int
+    out_thr : (F, max(max_bin - 1, 1)) float64, OUT
+    out_count : (F,) int64, OUT -- thresholds written per feature
+    """
+    m = rows.shape[0]
+    unit = _all_ones(weights)
+    for f in prange(X.shape[1]):
+        col = np.empty(m)
         for j in range(m):
-            v = col[j]
-            if np.isnan(v):
-                break
-            w = wcol[j]
-            if k >= 0 and v == prev:
-                out_weights[f, k] += w
-            else:
-                k += 1
-                out_values[f, k] = v
-                out_weights[f, k] = w
-                prev = v
-        out_sizes[f] = k + 1
+            col[j] = X[rows[j], f]
+        values = np.empty(m)
+        wts = np.empty(m)
+        k = _distinct(col, weights, unit, values, wts)
+        out_count[f] = greedy_thresholds(values[:k], wts[:k], max_bin, out_thr[f])
 
 
 @njit(cache=True)
