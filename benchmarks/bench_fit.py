@@ -1,7 +1,8 @@
 """Fit-time / peak-memory / accuracy benchmark: bonsai against its peers.
 
-    python benchmarks/bench_fit.py --shape higgs|year|all --repeats 3 --threads 2 \
-        --libs bonsai,lightgbm,xgboost,catboost,sklearn [--rows N]
+    python benchmarks/bench_fit.py \
+        --shape higgs|year|higgs-leaves|missing|wide|multiclass|all --repeats 3 --threads 2 \
+        --libs bonsai,lightgbm,xgboost,catboost,sklearn [--rows N] [--rounds N]
 
 Every (library, repeat) fit runs in a fresh interpreter that loads the same cached
 .npy arrays; libraries are interleaved within each repeat and medians are reported.
@@ -14,113 +15,185 @@ import json
 import os
 import sys
 import time
+from typing import NamedTuple
 
 import numpy as np
 
 import _common as C
 
-# The configuration every library is mapped onto (see README.md).
-COMMON = dict(rounds=200, learning_rate=0.1, max_depth=8, max_bin=255, num_leaves=255,
-              min_child_samples=20, min_child_weight=1e-3, reg_lambda=1.0, seed=0)
+# Settings every library is mapped onto, whatever the shape (see README.md).
+COMMON = dict(learning_rate=0.1, max_bin=255, min_child_samples=20, min_child_weight=1e-3,
+              reg_lambda=1.0, seed=0)
+CATBOOST_MAX_DEPTH = 16      # CatBoost's cap on depth (used as "unlimited" for Lossguide)
 
-PEERS = ("lightgbm", "xgboost")           # "fastest peer" for bonsai's ratio
-DEFAULT_LIBS = "bonsai,lightgbm,xgboost,catboost,sklearn"
-NOTES = {
-    "lightgbm": "leaf-wise, num_leaves=255 capped at depth 8",
-    "xgboost": "depth-wise hist, max_bin=256 (XGBoost counts bins differently)",
-    "catboost": "OBLIVIOUS (symmetric) trees of depth 8, border_count=254, no bootstrap",
-    "sklearn": "HistGradientBoosting, leaf-wise, max_leaf_nodes=255, depth 8; binning in fit",
-    "bonsai": "grow_policy=depthwise",
-    "bonsai-leafwise": "grow_policy=leafwise, max_leaves=255, depth 8",
-    "bonsai-oblivious": "grow_policy=oblivious, depth 8 (compare with catboost)",
+
+class Shape(NamedTuple):
+    """One benchmark shape: a data set (``_common.DATASETS``) and a tree configuration."""
+    data: str
+    rounds: int
+    max_depth: int           # 0 = unlimited (only with leafwise)
+    leafwise: bool = False   # grow best-first to ``max_leaves`` leaves
+    max_leaves: int = 255
+
+    def num_leaves(self) -> int:
+        """Leaf cap for libraries that always need one (LightGBM, sklearn)."""
+        if self.leafwise or self.max_depth == 0:
+            return self.max_leaves
+        return min(self.max_leaves, 2 ** self.max_depth - 1)
+
+    def describe(self) -> str:
+        if self.leafwise:
+            depth = "no depth limit" if self.max_depth == 0 else f"depth <= {self.max_depth}"
+            return f"leaf-wise, {self.max_leaves} leaves, {depth}"
+        return f"depth {self.max_depth}"
+
+
+SHAPES = {
+    "higgs": Shape("higgs", rounds=200, max_depth=8),
+    "year": Shape("year", rounds=200, max_depth=8),
+    "higgs-leaves": Shape("higgs", rounds=200, max_depth=0, leafwise=True, max_leaves=255),
+    "missing": Shape("higgs-missing", rounds=200, max_depth=8),
+    "wide": Shape("wide", rounds=50, max_depth=8),
+    "multiclass": Shape("multiclass", rounds=100, max_depth=6),
 }
+
+PEERS = ("lightgbm", "xgboost")           # bonsai is compared with the better of these
+DEFAULT_LIBS = "bonsai,lightgbm,xgboost,catboost,sklearn"
+BONSAI_POLICY = {"bonsai": None, "bonsai-depthwise": "depthwise",
+                 "bonsai-leafwise": "leafwise", "bonsai-oblivious": "oblivious"}
 # bonsai objective names used with the native train() API.
-BONSAI_OBJECTIVE = {"binary": "binary", "regression": "squared_error"}
+BONSAI_OBJECTIVE = {"binary": "binary", "regression": "squared_error",
+                    "multiclass": "multiclass"}
+METRICS = {"binary": ("auc",), "regression": ("rmse",), "multiclass": ("accuracy", "mlogloss")}
+HIGHER_IS_BETTER = {"auc": True, "accuracy": True, "rmse": False, "mlogloss": False}
+
+
+def lib_note(lib: str, shape: Shape) -> str:
+    """How ``lib`` maps the shape's tree configuration (printed under the table)."""
+    d, leaves = shape.max_depth, shape.num_leaves()
+    if lib == "lightgbm":
+        return (f"leaf-wise, num_leaves={leaves}, "
+                + ("max_depth=-1" if d == 0 else f"capped at depth {d}"))
+    if lib == "xgboost":
+        grow = (f"lossguide, max_leaves={leaves}, max_depth={d}" if shape.leafwise
+                else f"depth-wise, max_depth={d}")
+        return f"hist {grow}, max_bin=256 (XGBoost counts bins differently)"
+    if lib == "catboost":
+        if shape.leafwise:
+            return (f"grow_policy=Lossguide, max_leaves={leaves}, depth<={CATBOOST_MAX_DEPTH} "
+                    "(its cap), min_data_in_leaf=20, border_count=254, no bootstrap "
+                    "(CatBoost's default is oblivious trees)")
+        return (f"OBLIVIOUS (symmetric) trees of depth {d}, border_count=254, no bootstrap: "
+                "compare with bonsai-oblivious")
+    if lib == "sklearn":
+        return (f"HistGradientBoosting, leaf-wise, max_leaf_nodes={leaves}, "
+                + ("no depth limit" if d == 0 else f"depth {d}") + "; binning in fit")
+    if lib in BONSAI_POLICY:
+        return f"grow_policy={_bonsai_policy(lib, shape)}, " + ", ".join(
+            f"{k}={v}" for k, v in _bonsai_tree_params(lib, shape).items()
+            if k != "grow_policy")
+    return ""
 
 
 # ----------------------------------------------------------------- library adapters
-# Each adapter: (task, X, y, threads, rounds) -> (build_s, fit_s, predict_fn)
-# predict_fn(X) returns probabilities of class 1 (binary) or values (regression).
+# Each adapter: (shape, task, n_classes, X, y, threads) -> (build_s, fit_s, predict_fn, model)
+# predict_fn(X) returns P(class 1) (binary), class probabilities (n, K) (multiclass)
+# or values (regression); model is the library's trained object (bench_predict uses it).
 def _prepare_lightgbm(threads):
     import lightgbm  # noqa: F401
 
 
-def run_lightgbm(task, X, y, threads, rounds):
+def run_lightgbm(shape, task, n_classes, X, y, threads):
     import lightgbm as lgb
     params = {
         "objective": task, "learning_rate": COMMON["learning_rate"],
-        "num_leaves": COMMON["num_leaves"], "max_depth": COMMON["max_depth"],
+        "num_leaves": shape.num_leaves(), "max_depth": shape.max_depth or -1,
         "min_child_samples": COMMON["min_child_samples"],
         "min_child_weight": COMMON["min_child_weight"],
         "reg_lambda": COMMON["reg_lambda"], "max_bin": COMMON["max_bin"],
         "num_threads": threads, "seed": COMMON["seed"], "verbose": -1,
     }
+    if task == "multiclass":
+        params["num_class"] = n_classes
     t0 = time.perf_counter()
     ds = lgb.Dataset(X, label=y, params={"max_bin": COMMON["max_bin"], "verbose": -1,
                                          "num_threads": threads}).construct()
     t1 = time.perf_counter()
-    booster = lgb.train(params, ds, num_boost_round=rounds)
+    booster = lgb.train(params, ds, num_boost_round=shape.rounds)
     t2 = time.perf_counter()
-    return t1 - t0, t2 - t1, booster.predict
+    return t1 - t0, t2 - t1, booster.predict, booster
 
 
 def _prepare_xgboost(threads):
     import xgboost  # noqa: F401
 
 
-def run_xgboost(task, X, y, threads, rounds):
+def run_xgboost(shape, task, n_classes, X, y, threads):
     import xgboost as xgb
+    objective = {"binary": "binary:logistic", "regression": "reg:squarederror",
+                 "multiclass": "multi:softprob"}[task]
     params = {
-        "objective": "binary:logistic" if task == "binary" else "reg:squarederror",
-        "tree_method": "hist", "eta": COMMON["learning_rate"],
-        "max_depth": COMMON["max_depth"], "max_bin": COMMON["max_bin"] + 1,
+        "objective": objective, "tree_method": "hist", "eta": COMMON["learning_rate"],
+        "max_depth": shape.max_depth, "max_bin": COMMON["max_bin"] + 1,
         "reg_lambda": COMMON["reg_lambda"], "min_child_weight": COMMON["min_child_weight"],
         "nthread": threads, "seed": COMMON["seed"], "verbosity": 0,
     }
+    if shape.leafwise:
+        params.update(grow_policy="lossguide", max_leaves=shape.num_leaves())
+    if task == "multiclass":
+        params["num_class"] = n_classes
     t0 = time.perf_counter()
     dtrain = xgb.QuantileDMatrix(X, label=y, max_bin=params["max_bin"], nthread=threads)
     t1 = time.perf_counter()
-    booster = xgb.train(params, dtrain, num_boost_round=rounds)
+    booster = xgb.train(params, dtrain, num_boost_round=shape.rounds)
     t2 = time.perf_counter()
-    return t1 - t0, t2 - t1, lambda Xt: booster.inplace_predict(Xt)
+    return t1 - t0, t2 - t1, lambda Xt: booster.inplace_predict(Xt), booster
 
 
 def _prepare_catboost(threads):
     import catboost  # noqa: F401
 
 
-def run_catboost(task, X, y, threads, rounds):
+def run_catboost(shape, task, n_classes, X, y, threads):
     import catboost as cb
     params = {
-        "loss_function": "Logloss" if task == "binary" else "RMSE",
-        "iterations": rounds, "learning_rate": COMMON["learning_rate"],
-        "depth": COMMON["max_depth"], "l2_leaf_reg": COMMON["reg_lambda"],
+        "loss_function": {"binary": "Logloss", "regression": "RMSE",
+                          "multiclass": "MultiClass"}[task],
+        "iterations": shape.rounds, "learning_rate": COMMON["learning_rate"],
+        "depth": shape.max_depth, "l2_leaf_reg": COMMON["reg_lambda"],
         "border_count": COMMON["max_bin"] - 1, "bootstrap_type": "No",
         "thread_count": threads, "random_seed": COMMON["seed"],
         "verbose": False, "allow_writing_files": False,
     }
+    if shape.leafwise:
+        params.update(grow_policy="Lossguide", max_leaves=shape.num_leaves(),
+                      depth=shape.max_depth or CATBOOST_MAX_DEPTH,
+                      min_data_in_leaf=COMMON["min_child_samples"])
     t0 = time.perf_counter()
     pool = cb.Pool(X, label=y)
     pool.quantize(border_count=params["border_count"])
     t1 = time.perf_counter()
     model = cb.CatBoost(params).fit(pool)
     t2 = time.perf_counter()
-    if task == "binary":
-        return t1 - t0, t2 - t1, lambda Xt: model.predict(Xt, prediction_type="Probability",
-                                                         thread_count=threads)[:, 1]
-    return t1 - t0, t2 - t1, lambda Xt: model.predict(Xt, thread_count=threads)
+    if task == "regression":
+        return t1 - t0, t2 - t1, lambda Xt: model.predict(Xt, thread_count=threads), model
+
+    def predict(Xt):
+        p = model.predict(Xt, prediction_type="Probability", thread_count=threads)
+        return p[:, 1] if task == "binary" else p
+    return t1 - t0, t2 - t1, predict, model
 
 
 def _prepare_sklearn(threads):
     import sklearn.ensemble  # noqa: F401
 
 
-def run_sklearn(task, X, y, threads, rounds):
+def run_sklearn(shape, task, n_classes, X, y, threads):
     from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
     from threadpoolctl import threadpool_limits
-    cls = HistGradientBoostingClassifier if task == "binary" else HistGradientBoostingRegressor
-    model = cls(learning_rate=COMMON["learning_rate"], max_iter=rounds,
-                max_depth=COMMON["max_depth"], max_leaf_nodes=COMMON["num_leaves"],
+    cls = HistGradientBoostingRegressor if task == "regression" else HistGradientBoostingClassifier
+    model = cls(learning_rate=COMMON["learning_rate"], max_iter=shape.rounds,
+                max_depth=shape.max_depth or None, max_leaf_nodes=shape.num_leaves(),
                 min_samples_leaf=COMMON["min_child_samples"],
                 l2_regularization=COMMON["reg_lambda"], max_bins=COMMON["max_bin"],
                 early_stopping=False, random_state=COMMON["seed"])
@@ -131,20 +204,36 @@ def run_sklearn(task, X, y, threads, rounds):
 
     def predict(Xt):
         with threadpool_limits(limits=threads, user_api="openmp"):
-            return model.predict_proba(Xt)[:, 1] if task == "binary" else model.predict(Xt)
-    return 0.0, t1 - t0, predict
+            if task == "regression":
+                return model.predict(Xt)
+            p = model.predict_proba(Xt)
+            return p[:, 1] if task == "binary" else p
+    return 0.0, t1 - t0, predict, model
 
 
-def _bonsai_params(task, threads, policy):
+def _bonsai_policy(lib, shape):
+    return BONSAI_POLICY[lib] or ("leafwise" if shape.leafwise else "depthwise")
+
+
+def _bonsai_tree_params(lib, shape):
+    """grow_policy, max_depth (and max_leaves) of a bonsai variant on ``shape``."""
+    policy = _bonsai_policy(lib, shape)
+    if policy == "leafwise":
+        return {"grow_policy": policy, "max_leaves": shape.num_leaves(),
+                "max_depth": shape.max_depth}
+    return {"grow_policy": policy, "max_depth": shape.max_depth or 8}
+
+
+def _bonsai_params(lib, shape, task, n_classes, threads):
     params = {
         "objective": BONSAI_OBJECTIVE[task], "learning_rate": COMMON["learning_rate"],
-        "grow_policy": policy, "max_depth": COMMON["max_depth"],
         "max_bin": COMMON["max_bin"], "min_child_samples": COMMON["min_child_samples"],
         "min_child_weight": COMMON["min_child_weight"], "reg_lambda": COMMON["reg_lambda"],
         "n_threads": threads, "random_state": COMMON["seed"],
+        **_bonsai_tree_params(lib, shape),
     }
-    if policy == "leafwise":
-        params["max_leaves"] = COMMON["num_leaves"]
+    if task == "multiclass":
+        params["num_class"] = n_classes
     return params
 
 
@@ -158,24 +247,27 @@ def _prepare_bonsai(threads):
     # No warmup(): compile by fitting tiny problems with every configuration we time.
     rng = np.random.default_rng(0)
     Xs = rng.standard_normal((2000, 10)).astype(np.float32)
+    Xs[::7, 3] = np.nan
     ys = (Xs[:, 0] + Xs[:, 1] > 0).astype(np.float32)
-    for task, yt in (("binary", ys), ("regression", Xs[:, 2])):
-        for policy in ("depthwise", "leafwise", "oblivious"):
+    tiny = Shape("", rounds=2, max_depth=3)
+    for task, yt, k in (("binary", ys, 2), ("regression", Xs[:, 2], 1),
+                        ("multiclass", ys + (Xs[:, 4] > 0), 3)):
+        for lib in ("bonsai-depthwise", "bonsai-leafwise", "bonsai-oblivious"):
             ds = bonsai.Dataset(Xs, label=yt, max_bin=COMMON["max_bin"])
-            bonsai.train(_bonsai_params(task, threads, policy), ds,
+            bonsai.train(_bonsai_params(lib, tiny, task, k, threads), ds,
                          num_boost_round=2).predict(Xs)
 
 
-def _make_run_bonsai(policy):
-    def run_bonsai(task, X, y, threads, rounds):
+def _make_run_bonsai(lib):
+    def run_bonsai(shape, task, n_classes, X, y, threads):
         import bonsai
         t0 = time.perf_counter()
         ds = bonsai.Dataset(X, label=y, max_bin=COMMON["max_bin"])
         t1 = time.perf_counter()
-        booster = bonsai.train(_bonsai_params(task, threads, policy), ds,
-                               num_boost_round=rounds)
+        booster = bonsai.train(_bonsai_params(lib, shape, task, n_classes, threads), ds,
+                               num_boost_round=shape.rounds)
         t2 = time.perf_counter()
-        return t1 - t0, t2 - t1, booster.predict
+        return t1 - t0, t2 - t1, booster.predict, booster
     return run_bonsai
 
 
@@ -184,17 +276,35 @@ LIBS = {
     "xgboost": (_prepare_xgboost, run_xgboost),
     "catboost": (_prepare_catboost, run_catboost),
     "sklearn": (_prepare_sklearn, run_sklearn),
-    "bonsai": (_prepare_bonsai, _make_run_bonsai("depthwise")),
-    "bonsai-leafwise": (_prepare_bonsai, _make_run_bonsai("leafwise")),
-    "bonsai-oblivious": (_prepare_bonsai, _make_run_bonsai("oblivious")),
+    **{lib: (_prepare_bonsai, _make_run_bonsai(lib)) for lib in BONSAI_POLICY},
 }
 
 
+# --------------------------------------------------------------------------- metrics
+def score(task, n_classes, y, pred):
+    """{metric name: value} for the task (see METRICS)."""
+    if task == "binary":
+        from sklearn.metrics import roc_auc_score
+        return {"auc": float(roc_auc_score(y, np.asarray(pred, np.float64).ravel()))}
+    if task == "regression":
+        pred = np.asarray(pred, np.float64).ravel()
+        return {"rmse": float(np.sqrt(np.mean((pred - y.astype(np.float64)) ** 2)))}
+    proba = np.asarray(pred, np.float64).reshape(len(y), n_classes)
+    labels = y.astype(np.int64)
+    p_true = np.clip(proba[np.arange(len(y)), labels] / proba.sum(axis=1), 1e-15, 1.0)
+    return {"accuracy": float(np.mean(np.argmax(proba, axis=1) == labels)),
+            "mlogloss": float(-np.mean(np.log(p_true)))}
+
+
 # --------------------------------------------------------------------------- worker
-def worker(lib, shape, rows, threads, rounds):
+def worker(lib, shape_name, rows, threads, rounds):
     """Runs inside the fresh subprocess: load data, measure, emit one JSON result."""
-    task = C.SHAPES[shape][3]
-    Xtr, ytr, Xte, yte = C.load_cached(shape, rows)
+    shape = SHAPES[shape_name]
+    if rounds:
+        shape = shape._replace(rounds=rounds)
+    data = C.DATASETS[shape.data]
+    task, n_classes = data.task, data.n_classes
+    Xtr, ytr, Xte, yte = C.load_cached(shape.data, rows)
     base = C.peak_rss_mib()                 # baseline: interpreter + numpy + the data
     prepare, run = LIBS[lib]
     t0 = time.perf_counter()
@@ -202,40 +312,44 @@ def worker(lib, shape, rows, threads, rounds):
     import_s = time.perf_counter() - t0
     ready = C.rss_mib()                     # library resident, kernels compiled
     peak_reset = C.reset_peak_rss()         # drop the import / warm-up transient peak
-    build_s, fit_s, predict = run(task, Xtr, ytr, threads, rounds)
+    build_s, fit_s, predict, _ = run(shape, task, n_classes, Xtr, ytr, threads)
     peak = C.peak_rss_mib()
     peak_mib = peak - base                  # the headline number: over the data baseline
     fit_mib = peak - ready                  # what build + fit alone allocated
     t0 = time.perf_counter()
-    pred = np.asarray(predict(Xte), dtype=np.float64).ravel()
+    pred = predict(Xte)
     predict_s = time.perf_counter() - t0
-    if task == "binary":
-        from sklearn.metrics import roc_auc_score
-        metric_name, metric = "auc", float(roc_auc_score(yte, pred))
-    else:
-        metric_name = "rmse"
-        metric = float(np.sqrt(np.mean((pred - yte.astype(np.float64)) ** 2)))
-    C.emit_result(dict(lib=lib, shape=shape, build_s=build_s, fit_s=fit_s,
-                       total_s=build_s + fit_s, predict_s=predict_s, import_s=import_s,
-                       lib_mib=ready - base, peak_mib=peak_mib, fit_mib=fit_mib,
-                       peak_reset=peak_reset,
-                       metric_name=metric_name, metric=metric))
+    metrics = score(task, n_classes, yte, pred)
+    metric_name = METRICS[task][0]
+    C.emit_result(dict(lib=lib, shape=shape_name, rounds=shape.rounds, build_s=build_s,
+                       fit_s=fit_s, total_s=build_s + fit_s, predict_s=predict_s,
+                       import_s=import_s, lib_mib=ready - base, peak_mib=peak_mib,
+                       fit_mib=fit_mib, peak_reset=peak_reset, metrics=metrics,
+                       metric_name=metric_name, metric=metrics[metric_name]))
 
 
 # --------------------------------------------------------------------------- parent
-def run_shape(shape, libs, args):
-    rows = args.rows or C.SHAPES[shape][1]
+def _metrics_text(res):
+    return "  ".join(f"{k} {v:.4f}" for k, v in res["metrics"].items())
+
+
+def run_shape(shape_name, libs, args):
+    shape = SHAPES[shape_name]
+    rounds = args.rounds or shape.rounds
+    data = C.DATASETS[shape.data]
+    rows = args.rows or data.rows
     t0 = time.perf_counter()
-    path = C.ensure_cached(shape, rows)
-    d = C.SHAPES[shape][2]
-    print(f"\n=== {shape}: {rows:,} rows x {d} features ({C.SHAPES[shape][3]}), "
-          f"{args.rounds} rounds, depth {COMMON['max_depth']}, lr {COMMON['learning_rate']}, "
+    path = C.ensure_cached(shape.data, rows)
+    task = data.task + (f", {data.n_classes} classes" if data.task == "multiclass" else "")
+    print(f"\n=== {shape_name}: data '{shape.data}' {rows:,} rows x {data.features} features "
+          f"({task}), {rounds} rounds, {shape.describe()}, lr {COMMON['learning_rate']}, "
           f"threads {args.threads}; data {path} ({time.perf_counter() - t0:.1f}s)")
     results = {lib: [] for lib in libs}
     for rep in range(args.repeats):
         for lib in libs:                    # interleaved: every lib once per repeat
-            argv = [os.path.abspath(__file__), "--worker", lib, "--shape", shape, "--rows", str(rows),
-                    "--threads", str(args.threads), "--rounds", str(args.rounds)]
+            argv = [os.path.abspath(__file__), "--worker", lib, "--shape", shape_name,
+                    "--rows", str(rows), "--threads", str(args.threads),
+                    "--rounds", str(rounds)]
             res = C.run_child(argv, C.child_env(args.threads), args.timeout)
             res.setdefault("lib", lib)
             results[lib].append(res)
@@ -244,43 +358,74 @@ def run_shape(shape, libs, args):
             else:
                 line = (f"total {res['total_s']:7.2f}s (build {res['build_s']:.2f} + "
                         f"fit {res['fit_s']:.2f})  peak {res['peak_mib']:7.0f} MiB  "
-                        f"{res['metric_name']} {res['metric']:.4f}")
+                        f"{_metrics_text(res)}")
             print(f"  [rep {rep + 1}/{args.repeats}] {lib:<16} {line}{C.busy_note(res)}",
                   flush=True)
-    summarize(shape, libs, results, args.repeats)
-    return results
+    return summarize(shape_name, libs, results, args.repeats), results
 
 
-def summarize(shape, libs, results, repeats):
+def _medians(libs, results):
     med = {}
     for lib in libs:
         ok = [r for r in results[lib] if "error" not in r]
         if ok:
             med[lib] = {k: C.median_or_none([r.get(k) for r in ok])
                         for k in ("build_s", "fit_s", "total_s", "predict_s",
-                                  "import_s", "lib_mib", "peak_mib", "fit_mib",
-                                  "metric")}
+                                  "import_s", "lib_mib", "peak_mib", "fit_mib")}
+            med[lib]["metrics"] = {m: C.median_or_none([r["metrics"][m] for r in ok])
+                                   for m in ok[0]["metrics"]}
             med[lib]["n_ok"] = len(ok)
-            med[lib]["metric_name"] = ok[0]["metric_name"]
+    return med
+
+
+def compare(med):
+    """bonsai variants vs the faster (time) / better (each metric) of LightGBM, XGBoost.
+
+    Returns {bonsai lib: {"time_ratio", "fastest", "metrics": {m: (diff, best lib)}}}
+    plus the reference values under key None.
+    """
     peers = [p for p in PEERS if p in med]
-    fastest_peer = min(med[p]["total_s"] for p in peers) if peers else None
-    metric_name = next((m["metric_name"] for m in med.values()), "metric")
-    headers = ["library", "ok", "build s", "fit s", "total s", "predict s", "peak MiB",
-               "fit MiB", metric_name, "vs fastest peer"]
+    if not peers:
+        return {}
+    fastest = min(peers, key=lambda p: med[p]["total_s"])
+    best = {}
+    for m in next(iter(med.values()))["metrics"]:
+        sign = 1.0 if HIGHER_IS_BETTER[m] else -1.0
+        best[m] = max(peers, key=lambda p: sign * med[p]["metrics"][m])
+    out = {None: {"fastest": fastest, "best": best}}
+    for lib, m in med.items():
+        if lib in BONSAI_POLICY:
+            out[lib] = {"time_ratio": m["total_s"] / med[fastest]["total_s"],
+                        "metrics": {k: m["metrics"][k] - med[best[k]]["metrics"][k]
+                                    for k in best}}
+    return out
+
+
+def summarize(shape_name, libs, results, repeats):
+    shape = SHAPES[shape_name]
+    med = _medians(libs, results)
+    cmp = compare(med)
+    metric_names = list(METRICS[C.DATASETS[shape.data].task])
+    headers = (["library", "ok", "build s", "fit s", "total s", "predict s", "peak MiB",
+                "fit MiB"] + metric_names + ["time vs peer"]
+               + [f"{m} vs peer" for m in metric_names])
     rows, errors = [], []
     for lib in libs:
         errors += [f"  {lib}: {r['error']}" for r in results[lib] if "error" in r][-1:]
         if lib not in med:
-            rows.append([lib, f"0/{repeats}", "ERROR"] + ["-"] * 7)
+            rows.append([lib, f"0/{repeats}", "ERROR"] + ["-"] * (len(headers) - 3))
             continue
         m = med[lib]
-        ratio = "-"
-        if lib.startswith("bonsai") and fastest_peer:
-            ratio = f"{m['total_s'] / fastest_peer:.2f}x"
+        if lib in cmp:
+            extra = ([f"{cmp[lib]['time_ratio']:.2f}x"]
+                     + [f"{cmp[lib]['metrics'][k]:+.4f}" for k in metric_names])
+        else:
+            extra = ["-"] * (1 + len(metric_names))
         rows.append([lib, f"{m['n_ok']}/{repeats}", C.fmt(m["build_s"]), C.fmt(m["fit_s"]),
                      C.fmt(m["total_s"]), C.fmt(m["predict_s"]), C.fmt(m["peak_mib"], ".0f"),
-                     C.fmt(m["fit_mib"], ".0f"), C.fmt(m["metric"], ".4f"), ratio])
-    print(f"\n--- {shape}: medians of {repeats} interleaved run(s) ---")
+                     C.fmt(m["fit_mib"], ".0f")]
+                    + [C.fmt(m["metrics"].get(k), ".4f") for k in metric_names] + extra)
+    print(f"\n--- {shape_name}: medians of {repeats} interleaved run(s) ---")
     C.print_table(headers, rows)
     if errors:
         print("errors (last per library):\n" + "\n".join(errors))
@@ -293,24 +438,55 @@ def summarize(shape, libs, results, repeats):
           "after it loaded the data\n  (so it includes the imported library, but not "
           "transient import / JIT warm-up peaks);\n  fit MiB = the same peak minus the RSS "
           "just before the build (library imported, bonsai kernels compiled).")
-    if fastest_peer:
-        print(f"vs fastest peer = bonsai total / fastest of {', '.join(peers)} "
-              f"({fastest_peer:.2f}s); < 1 means bonsai is faster.")
+    if None in cmp:
+        ref = cmp[None]
+        fastest = ref["fastest"]
+        print(f"time vs peer = bonsai total s / the faster of {', '.join(p for p in PEERS if p in med)}"
+              f" ({fastest}, {med[fastest]['total_s']:.2f}s); < 1 means bonsai is faster.")
+        for k, p in ref["best"].items():
+            better = "higher" if HIGHER_IS_BETTER[k] else "lower"
+            print(f"{k} vs peer = bonsai {k} - the better peer's ({p}, "
+                  f"{med[p]['metrics'][k]:.4f}); {better} is better.")
+        for lib in libs:
+            if lib in cmp:
+                c = cmp[lib]
+                parts = [f"{k} {d:+.4f}" for k, d in c["metrics"].items()]
+                print(f">> {lib} on {shape_name}: time {c['time_ratio']:.2f}x the fastest "
+                      f"peer, " + ", ".join(parts) + " vs the better peer")
     for lib in libs:
-        if lib in NOTES:
-            print(f"  note {lib}: {NOTES[lib]}")
+        note = lib_note(lib, shape)
+        if note:
+            print(f"  note {lib}: {note}")
+    return {"medians": med, "compare": {str(k): v for k, v in cmp.items()}}
+
+
+def print_overview(summaries):
+    """One line per (shape, bonsai variant) when several shapes ran."""
+    rows = []
+    for shape_name, summ in summaries.items():
+        for lib, c in summ["compare"].items():
+            if lib == "None":
+                continue
+            metrics = ", ".join(f"{k} {d:+.4f}" for k, d in c["metrics"].items())
+            rows.append([shape_name, lib, f"{c['time_ratio']:.2f}x", metrics])
+    if rows:
+        print("\n=== overview: bonsai vs the faster (time) / better (metric) of "
+              f"{' and '.join(PEERS)} ===")
+        C.print_table(["shape", "variant", "time vs peer", "metric - best peer"], rows)
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--shape", default="all", choices=[*C.SHAPES, "all"])
+    ap.add_argument("--shape", default="all", help=f"one of {', '.join(SHAPES)}, or all "
+                    "(comma list accepted)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--libs", default=DEFAULT_LIBS,
                     help=f"comma list from: {', '.join(LIBS)}")
     ap.add_argument("--rows", type=int, default=None,
                     help="total rows (train + 10%% test) instead of the shape's default")
-    ap.add_argument("--rounds", type=int, default=COMMON["rounds"])
+    ap.add_argument("--rounds", type=int, default=None,
+                    help="boosting rounds instead of the shape's default")
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per fit")
     ap.add_argument("--json", default=None, help="also write raw results here")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
@@ -323,13 +499,21 @@ def main(argv=None):
     unknown = [lib for lib in libs if lib not in LIBS]
     if unknown:
         ap.error(f"unknown libs {unknown}; choose from {list(LIBS)}")
-    shapes = list(C.SHAPES) if args.shape == "all" else [args.shape]
+    shapes = (list(SHAPES) if args.shape == "all"
+              else [s.strip() for s in args.shape.split(",") if s.strip()])
+    bad = [s for s in shapes if s not in SHAPES]
+    if bad:
+        ap.error(f"unknown shape(s) {bad}; choose from {list(SHAPES)} or all")
     print(f"bench_fit: python {sys.version.split()[0]}, numpy {np.__version__}, "
           f"threads {args.threads}, repeats {args.repeats}, libs {','.join(libs)}")
-    all_results = {shape: run_shape(shape, libs, args) for shape in shapes}
+    summaries, all_results = {}, {}
+    for shape_name in shapes:
+        summaries[shape_name], all_results[shape_name] = run_shape(shape_name, libs, args)
+    if len(shapes) > 1:
+        print_overview(summaries)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(all_results, f, indent=1)
+            json.dump({"runs": all_results, "summary": summaries}, f, indent=1)
     return 0
 
 

@@ -61,6 +61,11 @@ class _EvalSet:
             self.raw += np.atleast_2d(booster_init.predict(ds.data, output_margin=True).T)
 
 
+def _seed(random_state, it, k):
+    """A 64-bit seed for the stochastic rounding of tree (it, k)."""
+    return int(np.random.default_rng([random_state, it, k, 0x51]).integers(0, 2 ** 63))
+
+
 def _sample_rows(n, subsample, rng):
     if subsample >= 1.0:
         return np.arange(n, dtype=IDX)
@@ -185,7 +190,8 @@ def _grow_round(p, booster, objective, grower, backend, train_set, y, w, raw, ev
     for k in range(k_out):
         with stage("quantize"):
             try:
-                scales = backend.quantize(grad[k], hess[k], rows.shape[0], gh)
+                scales = backend.quantize(grad[k], hess[k], rows.shape[0], gh, p.grad_quant_bins,
+                                          _seed(p.random_state, it, k))
             except FloatingPointError:
                 raise ValueError(
                     f"gradients became non-finite at iteration {it} (objective="
@@ -193,6 +199,9 @@ def _grow_round(p, booster, objective, grower, backend, train_set, y, w, raw, ev
                     "max_delta_step") from None
         idx = rows.copy()
         tree, leaves, l0, l1 = grower.grow(gh, scales, idx, np.random.default_rng([p.random_state, it, k]))
+        if p.quantized_grad:
+            with stage("renew_leaves"):
+                grower.renew_exact(tree, leaves, l0, l1, grad[k], hess[k], idx)
         if objective.renew_leaf is not None:
             with stage("renew_leaves"):
                 for lf, a, b in zip(leaves, l0, l1):
@@ -218,7 +227,7 @@ def _boost(p, booster, objective, grower, backend, train_set, y, w, raw, evals, 
     n = y.shape[0]
     grad = np.empty((k_out, n), GRAD)
     hess = np.empty((k_out, n), GRAD)
-    gh = np.empty((n, 2), np.int64)
+    gh = np.empty((n, 1 if p.quantized_grad else 2), np.int64)
     evals_log = {}
     booster.evals_result = evals_log
     for cb in callbacks:

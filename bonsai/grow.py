@@ -68,7 +68,8 @@ class Grower:
         self.n_value_bins = bin_mapper.n_value_bins
         self.missing_bin = bin_mapper.missing_bin
         self.n_threads = n_threads
-        self.pool = backend.HistogramPool(int(self.feat_off[-1]))
+        self.pool = backend.HistogramPool(int(self.feat_off[-1]),
+                                          channels=1 if params.quantized_grad else 2)
         self.tmp = np.empty(n_sampled_max, IDX)
         p = params
         self.policy = p.grow_policy
@@ -164,10 +165,12 @@ class Grower:
         if self.max_depth > 0 and depth >= self.max_depth:
             return []
         slots = np.array([nodes.slot[n] for n in frontier], np.int64)
+        rows = self._rows(frontier, nodes)
         mask = self._masks([depth], state)[0]
         with stage("splits"):
-            cand = self.backend.find_level_split(self.pool, slots, self.feat_off, self.n_value_bins,
-                                                 mask, scales, self.cfg, self.min_child_samples)
+            cand = self.backend.find_level_split(self.pool, slots, rows, self.feat_off,
+                                                 self.n_value_bins, mask, scales, self.cfg,
+                                                 self.min_child_samples)
         flat = int(np.argmax(cand))  # first max: lowest feature, bin, missing-right first
         best = cand.flat[flat]
         if not (best > max(self.cfg[4], 0.0)):
@@ -176,9 +179,11 @@ class Grower:
         f = int(np.searchsorted(self.feat_off, cell, side="right") - 1)
         off = int(self.feat_off[f])
         bb = cell - off
-        sums = self.backend.node_sums(self.pool, slots, self.feat_off, scales)
+        sums = self.backend.node_sums(self.pool, slots, rows, self.feat_off, scales)
+        cnt_factor = np.where(sums[:, 1] > 0, rows / np.maximum(sums[:, 1], 1), 0.0)
         lsums = self.backend.range_sums(self.pool, slots, off, off + bb + 1,
-                                        off + int(self.n_value_bins[f]) if dl else -1, scales)
+                                        off + int(self.n_value_bins[f]) if dl else -1, scales,
+                                        cnt_factor)
         for j, n in enumerate(frontier):
             nodes.feature[n] = f
             nodes.bin[n] = bb
@@ -192,15 +197,17 @@ class Grower:
         if not ids:
             return
         slots = np.array([nodes.slot[n] for n in ids], np.int64)
+        rows = self._rows(ids, nodes)
         if self.policy == "oblivious":  # the level split is chosen jointly in _select_level
-            for n, s in zip(ids, self.backend.node_sums(self.pool, slots, self.feat_off, scales)):
+            for n, s in zip(ids, self.backend.node_sums(self.pool, slots, rows, self.feat_off,
+                                                        scales)):
                 nodes.sums[n] = s
             return
         masks = self._masks([nodes.depth[n] for n in ids], state)
         with stage("splits"):
             gain, feat, bin_, dl, lsum, sums = self.backend.find_best_splits(
-                self.pool, slots, self.feat_off, self.n_value_bins, masks, scales, self.cfg,
-                self.min_child_samples)
+                self.pool, slots, rows, self.feat_off, self.n_value_bins, masks, scales,
+                self.cfg, self.min_child_samples)
         for j, n in enumerate(ids):
             nodes.gain[n] = gain[j]
             nodes.feature[n] = int(feat[j])
@@ -208,6 +215,10 @@ class Grower:
             nodes.default_left[n] = int(dl[j])
             nodes.left_sums[n] = lsum[j]
             nodes.sums[n] = sums[j]
+
+    @staticmethod
+    def _rows(ids, nodes):
+        return np.array([nodes.stop[n] - nodes.start[n] for n in ids], np.int64)
 
     def _split(self, batch, nodes, idx):
         """Partition every node of ``batch`` in one backend call; create children."""
@@ -280,6 +291,22 @@ class Grower:
                 np.array([nodes.stop[n] for n in ids], np.int64),
                 np.array([nodes.slot[n] for n in ids], np.int64), self.n_threads, identity)
 
+    def renew_exact(self, tree, leaves, leaf_start, leaf_stop, grad, hess, idx):
+        """Quantized mode: recompute every node's value and cover from the exact float
+        gradients of its rows (leaves summed in row order, internal nodes as the sum
+        of their children: a fixed order)."""
+        from .backends.cpu.split import leaf_weight
+        ls = self.backend.leaf_sums(grad, hess, idx, leaf_start, leaf_stop)
+        sums = np.zeros((tree.n_nodes, 2))
+        sums[leaves] = ls
+        for i in range(tree.n_nodes - 1, -1, -1):  # children have larger ids than parents
+            if tree.left[i] >= 0:
+                sums[i] = sums[tree.left[i]] + sums[tree.right[i]]
+        lam, alpha, mds = self.cfg[0], self.cfg[1], self.cfg[2]
+        for i in range(tree.n_nodes):
+            tree.value[i] = leaf_weight(sums[i, 0], sums[i, 1], lam, alpha, mds)
+        tree.cover[:] = sums[:, 1]
+
     def _finish(self, nodes, scales):
         from .backends.cpu.split import leaf_weight
         n = len(nodes)
@@ -299,7 +326,7 @@ class Grower:
             g, h = s[0] / scales[0], s[1] / scales[1]
             value[i] = leaf_weight(g, h, lam, alpha, mds)
             cover[i] = h
-            count[i] = s[2]
+            count[i] = nodes.stop[i] - nodes.start[i]
             if left[i] >= 0:
                 f = nodes.feature[i]
                 bb = nodes.bin[i]

@@ -385,7 +385,9 @@ class BonsaiRegressor(RegressorMixin, _BonsaiModel):
                  eval_metric=_D["eval_metric"], base_score=_D["base_score"], alpha=_D["alpha"],
                  huber_delta=_D["huber_delta"],
                  tweedie_variance_power=_D["tweedie_variance_power"],
-                 categorical_features=_D["categorical_features"], device=_D["device"],
+                 categorical_features=_D["categorical_features"],
+                 quantized_grad=_D["quantized_grad"], grad_quant_bins=_D["grad_quant_bins"],
+                 device=_D["device"],
                  verbosity=_D["verbosity"], importance_type="gain"):
         self.objective = objective
         self.n_estimators = n_estimators
@@ -413,6 +415,8 @@ class BonsaiRegressor(RegressorMixin, _BonsaiModel):
         self.huber_delta = huber_delta
         self.tweedie_variance_power = tweedie_variance_power
         self.categorical_features = categorical_features
+        self.quantized_grad = quantized_grad
+        self.grad_quant_bins = grad_quant_bins
         self.device = device
         self.verbosity = verbosity
         self.importance_type = importance_type
@@ -485,7 +489,9 @@ class BonsaiClassifier(ClassifierMixin, _BonsaiModel):
                  eval_metric=_D["eval_metric"], base_score=_D["base_score"], alpha=_D["alpha"],
                  huber_delta=_D["huber_delta"],
                  tweedie_variance_power=_D["tweedie_variance_power"],
-                 categorical_features=_D["categorical_features"], device=_D["device"],
+                 categorical_features=_D["categorical_features"],
+                 quantized_grad=_D["quantized_grad"], grad_quant_bins=_D["grad_quant_bins"],
+                 device=_D["device"],
                  verbosity=_D["verbosity"], importance_type="gain"):
         self.objective = objective
         self.n_estimators = n_estimators
@@ -513,6 +519,8 @@ class BonsaiClassifier(ClassifierMixin, _BonsaiModel):
         self.huber_delta = huber_delta
         self.tweedie_variance_power = tweedie_variance_power
         self.categorical_features = categorical_features
+        self.quantized_grad = quantized_grad
+        self.grad_quant_bins = grad_quant_bins
         self.device = device
         self.verbosity = verbosity
         self.importance_type = importance_type

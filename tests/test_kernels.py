@@ -328,8 +328,9 @@ def _find(H_list, feat_off, nv, masks, scales, cfg, mcs):
     slots = np.array([pool.alloc() for _ in H_list], np.int64)
     for s, H in zip(slots, H_list):
         pool.hist[s] = ghc_to_hist(H, scales)
+    rows = np.array([int(np.asarray(H)[feat_off[0]:feat_off[1], 2].sum()) for H in H_list], np.int64)
     with thread_context(2):
-        return cpu.find_best_splits(pool, slots, feat_off, nv, masks, scales, cfg, mcs)
+        return cpu.find_best_splits(pool, slots, rows, feat_off, nv, masks, scales, cfg, mcs)
 
 
 def _check_against_naive(H_list, feat_off, nv, masks, scales, cfg, mcs):
@@ -431,7 +432,8 @@ def test_find_level_split_vs_naive():
         pool.hist[s] = ghc_to_hist(H, scales)
     for mask in (np.ones(3, np.uint8), np.array([0, 1, 1], np.uint8)):
         with thread_context(2):
-            got = cpu.find_level_split(pool, slots, feat_off, nv, mask, scales, CFG_DEFAULT, 10)
+            rows = np.array([int(np.asarray(H)[feat_off[0]:feat_off[1], 2].sum()) for H in Hs])
+            got = cpu.find_level_split(pool, slots, rows, feat_off, nv, mask, scales, CFG_DEFAULT, 10)
         ref = naive_level_gains(Hs, feat_off, nv, mask, scales, CFG_DEFAULT, 10)
         # the missing bins' rows of the output carry no candidate
         for f in range(3):

@@ -26,16 +26,17 @@ class HistogramPool:
     The pool lives for a whole fit, so histograms are allocated once, not per node.
     """
 
-    def __init__(self, n_bins_total, capacity=8):
+    def __init__(self, n_bins_total, capacity=8, channels=N_HIST_CHANNELS):
         self.n_bins_total = int(n_bins_total)
-        self.hist = np.zeros((capacity, self.n_bins_total, N_HIST_CHANNELS), dtype=HIST)
+        self.channels = int(channels)
+        self.hist = np.zeros((capacity, self.n_bins_total, self.channels), dtype=HIST)
         self.free = list(range(capacity - 1, -1, -1))
 
     def alloc(self):
         if not self.free:
             old = self.hist
             cap = old.shape[0]
-            self.hist = np.zeros((2 * cap, self.n_bins_total, N_HIST_CHANNELS), dtype=HIST)
+            self.hist = np.zeros((2 * cap, self.n_bins_total, self.channels), dtype=HIST)
             self.hist[:cap] = old
             self.free = list(range(2 * cap - 1, cap - 1, -1))
         return self.free.pop()
@@ -67,18 +68,36 @@ def plan_pieces(starts, stops, n_threads):
     return node.astype(np.int64), piece_start.astype(np.int64), piece_stop.astype(np.int64), thread_ptr
 
 
-def quantize(grad, hess, n_rows, out):
-    """Fixed-point (grad, packed hess/count) of one output into ``out (n, 2) int64``.
+def quantize(grad, hess, n_rows, out, quant_bins=0, seed=0):
+    """Integer (grad, hess) cells of one output, for ``n_rows`` sampled rows.
 
-    Returns ``scales = [grad scale, hess scale, count_bits]`` (float64), which every
-    split kernel takes to turn cells back into sums.
+    ``out (n, 2)``: exact fixed point, (grad, hess * 2**count_bits + count).
+    ``out (n, 1)``: quantized mode, grad and hess stochastically rounded to at most
+    ``quant_bins`` levels and packed as ``g * 2**32 + h`` (one add per cell);
+    ``quant_bins`` is lowered so that ``n_rows * quant_bins < 2**31``.
+
+    Returns ``scales = [grad scale, hess scale, count_bits, packed]`` (float64), which
+    every split kernel takes to turn cells back into sums.
     """
+    max_g = float(np.max(np.abs(grad))) if grad.size else 0.0
+    max_h = float(np.max(np.abs(hess))) if hess.size else 0.0
+    if not (np.isfinite(max_g) and np.isfinite(max_h)):
+        raise FloatingPointError("non-finite gradient or hessian")
+    if out.shape[1] == 1:
+        if hess.size and float(np.min(hess)) < 0.0:
+            raise ValueError("quantized_grad needs non-negative hessians; the objective "
+                             "returned a negative one")
+        q = float(max(1, min(quant_bins, (2 ** 31 - 1) // max(n_rows, 1) - 1)))
+        sg = q / max_g if max_g > 0 else 1.0
+        sh = q / max_h if max_h > 0 else 1.0
+        _pick(_hist.quantize_packed, grad.shape[0] >= MIN_ROWS_PER_THREAD)(
+            grad, hess, sg, sh, np.uint64(seed), out)
+        return np.array([sg, sh, 0.0, 1.0])
     cb = count_bits(n_rows)
-    sg = fixed_point_scale(float(np.max(np.abs(grad))) if grad.size else 0.0, n_rows)
-    sh = fixed_point_scale(float(np.max(np.abs(hess))) if hess.size else 0.0, n_rows,
-                           FIXED_POINT_BITS - cb)
+    sg = fixed_point_scale(max_g, n_rows)
+    sh = fixed_point_scale(max_h, n_rows, FIXED_POINT_BITS - cb)
     _hist.quantize_gradients(grad, hess, sg, sh, cb, out)
-    return np.array([sg, sh, float(cb)])
+    return np.array([sg, sh, float(cb), 0.0])
 
 
 def _block_plan(starts, stops, slots, n_blocks, n_threads):
@@ -145,20 +164,24 @@ def subtract_histograms(pool, parent_slots, child_slots):
     _pick(_hist.subtract_histograms, big)(pool.hist, parent_slots, child_slots)
 
 
-def node_sums(pool, slots, feat_off, scales):
+def node_sums(pool, slots, node_rows, feat_off, scales):
     out = np.empty((slots.shape[0], 3), np.int64)
-    _split.node_sums.serial(pool.hist, slots, feat_off, int(scales[2]), out)
+    _split.node_sums.serial(pool.hist, slots, feat_off, int(scales[2]), bool(scales[3]),
+                            node_rows, out)
     return out
 
 
-def range_sums(pool, slots, lo, hi, extra, scales):
-    """(grad, hess, count) sums of bins ``lo:hi`` (plus bin ``extra`` if >= 0) per slot."""
+def range_sums(pool, slots, lo, hi, extra, scales, cnt_factor):
+    """(grad, hess, count) sums of bins ``lo:hi`` (plus bin ``extra`` if >= 0) per slot;
+    ``cnt_factor`` (m,) estimates counts in packed mode."""
     out = np.empty((slots.shape[0], 3), np.int64)
-    _split.range_sums(pool.hist, slots, lo, hi, extra, int(scales[2]), out)
+    _split.range_sums(pool.hist, slots, lo, hi, extra, int(scales[2]), bool(scales[3]),
+                      cnt_factor, out)
     return out
 
 
-def find_best_splits(pool, slots, feat_off, n_value_bins, masks, scales, cfg, min_child_samples):
+def find_best_splits(pool, slots, node_rows, feat_off, n_value_bins, masks, scales, cfg,
+                     min_child_samples):
     m = slots.shape[0]
     gain = np.empty(m)
     feature = np.empty(m, np.int64)
@@ -167,15 +190,16 @@ def find_best_splits(pool, slots, feat_off, n_value_bins, masks, scales, cfg, mi
     left_sums = np.empty((m, 3), np.int64)
     sums = np.empty((m, 3), np.int64)
     _pick(_split.find_best_splits, m > 1)(
-        pool.hist, slots, feat_off, n_value_bins, masks, scales, cfg, min_child_samples,
-        gain, feature, bin_, default_left, left_sums, sums)
+        pool.hist, slots, node_rows, feat_off, n_value_bins, masks, scales, cfg,
+        min_child_samples, gain, feature, bin_, default_left, left_sums, sums)
     return gain, feature, bin_, default_left, left_sums, sums
 
 
-def find_level_split(pool, slots, feat_off, n_value_bins, mask, scales, cfg, min_child_samples):
+def find_level_split(pool, slots, node_rows, feat_off, n_value_bins, mask, scales, cfg,
+                     min_child_samples):
     out = np.empty((int(feat_off[-1]), 2))
-    _split.find_level_split(pool.hist, slots, feat_off, n_value_bins, mask, scales, cfg,
-                            min_child_samples, out)
+    _split.find_level_split(pool.hist, slots, node_rows, feat_off, n_value_bins, mask, scales,
+                            cfg, min_child_samples, out)
     return out
 
 
@@ -197,6 +221,14 @@ def add_leaf_values(raw, idx, leaf_start, leaf_stop, leaf_value):
     """``raw[idx[i]] += leaf_value[l]`` over each leaf's row range."""
     _pick(_part.add_leaf_values, idx.shape[0] >= MIN_ROWS_PER_THREAD)(
         raw, idx, leaf_start, leaf_stop, leaf_value)
+def leaf_sums(grad, hess, idx, leaf_start, leaf_stop):
+    """Exact (grad, hess) sums over each leaf's rows, (L, 2) float64."""
+    out = np.empty((leaf_start.shape[0], 2))
+    _pick(_part.leaf_sums, idx.shape[0] >= MIN_ROWS_PER_THREAD)(
+        grad, hess, idx, leaf_start, leaf_stop, out)
+    return out
+
+
 #: below this many rows prediction runs on the calling thread (no parallel region)
 SERIAL_PREDICT_ROWS = 512
 

@@ -30,6 +30,59 @@ def quantize_gradients(grad, hess, scale_g, scale_h, count_bits, out):
         out[i, 1] = (np.int64(np.rint(np.float64(hess[i]) * scale_h)) << count_bits) + one
 
 
+@njit(cache=True, inline="always")
+def _mix64(z):
+    """splitmix64 finalizer: a well-mixed 64-bit hash of ``z`` (uint64)."""
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+@parallel_kernel
+def quantize_packed(grad, hess, scale_g, scale_h, seed, out):
+    """Quantized mode: ``out[i, 0] = g_q * 2**32 + h_q`` with
+    ``g_q = floor(grad * scale_g + u)``, ``h_q = floor(hess * scale_h + u')``.
+
+    ``u, u'`` are uniform in [0, 1) from a hash of (seed, row): stochastic rounding
+    (unbiased sums) that depends on the row, never on the thread.  With
+    ``|g_q| * n < 2**31`` and ``0 <= h_q``, ``h_q * n < 2**32``, any sum of packed
+    values unpacks exactly: ``G = v >> 32``, ``H = v & (2**32 - 1)``.
+
+    grad, hess : (n,) float32, IN ; seed : uint64 ; out : (n, 1) int64, OUT
+    """
+    golden = np.uint64(0x9E3779B97F4A7C15)
+    inv53 = 1.0 / 9007199254740992.0
+    for i in prange(grad.shape[0]):
+        z = _mix64(seed + np.uint64(i) * golden)
+        z2 = _mix64(z ^ golden)
+        u1 = np.float64(z >> np.uint64(11)) * inv53
+        u2 = np.float64(z2 >> np.uint64(11)) * inv53
+        gq = np.int64(np.floor(np.float64(grad[i]) * scale_g + u1))
+        hq = np.int64(np.floor(np.float64(hess[i]) * scale_h + u2))
+        out[i, 0] = (gq << np.int64(32)) + hq
+
+
+@njit(cache=True, nogil=True)
+def _fill_packed(X_binned, row_base, f_lo, f_hi, feat_off, gh, idx, identity, start, stop, out):
+    """One add per (row, feature): the packed quantized cell."""
+    width = np.uintp(f_hi - f_lo)
+    fo = feat_off[f_lo:f_hi]
+    pf_stop = np.uintp(max(stop - PREFETCH_DISTANCE, 0))
+    for i in range(np.uintp(start), np.uintp(stop)):
+        if identity:
+            r = i
+        else:
+            if i < pf_stop:
+                r_ahead = idx[i + np.uintp(PREFETCH_DISTANCE)]
+                prefetch_row(X_binned, row_base + r_ahead)
+                prefetch_row(gh, r_ahead)
+            r = np.uintp(idx[i])
+        v = gh[r, 0]
+        xr = np.uintp(row_base + r)
+        for c in range(width):
+            out[np.uintp(fo[c]) + np.uintp(X_binned[xr, c]), 0] += v
+
+
 @njit(cache=True, nogil=True)
 def _fill_range(X_binned, row_base, f_lo, f_hi, feat_off, gh, start, stop, out):
     """Rows ``start..stop-1`` themselves (the root without row sampling): sequential
@@ -82,12 +135,13 @@ def build_histograms(X_binned, feat_off, gh, idx, identity, task_start, task_sto
     X_binned : (n_blocks * n, B) uint8/uint16, IN -- the blocked row-major layout of
         ``bonsai.binning``: value (r, f) is at ``[(f // B) * n + r, f % B]``
     feat_off : (F + 1,) int64 bin offsets, IN
-    gh : (n, 2) int64 quantized (grad, packed hess/count), IN
+    gh : (n, 2) int64 fixed-point (grad, packed hess/count), or (n, 1) int64 packed
+        quantized (grad, hess) cells (``quantize_packed``), IN
     idx : (n_sampled,) uint32 sample indices, nodes are contiguous ranges, IN
     identity : bool -- ``idx[i] == i`` over every task range (read rows directly)
     task_start, task_stop, task_slot, task_block_lo, task_block_hi : (T,) int64, IN
     thread_ptr : (n_threads + 1,) int64, IN
-    hist : (n_slots, n_bins_total, 2) int64, OUT
+    hist : (n_slots, n_bins_total, gh.shape[1]) int64, OUT
     """
     n_features = feat_off.shape[0] - 1
     width = X_binned.shape[1]
@@ -100,7 +154,10 @@ def build_histograms(X_binned, feat_off, gh, idx, identity, task_start, task_sto
                 f_lo = blk * width
                 f_hi = min(n_features, f_lo + width)
                 out[feat_off[f_lo]:feat_off[f_hi], :] = 0
-                if identity:
+                if gh.shape[1] == 1:
+                    _fill_packed(X_binned, blk * n, f_lo, f_hi, feat_off, gh, idx, identity,
+                                 task_start[t], task_stop[t], out)
+                elif identity:
                     _fill_range(X_binned, blk * n, f_lo, f_hi, feat_off, gh,
                                 task_start[t], task_stop[t], out)
                 else:

@@ -105,3 +105,18 @@ def add_leaf_values(raw, idx, leaf_start, leaf_stop, leaf_value):
         v = leaf_value[lf]
         for i in range(np.uintp(leaf_start[lf]), np.uintp(leaf_stop[lf])):
             raw[idx[i]] += v
+
+
+@parallel_kernel
+def leaf_sums(grad, hess, idx, leaf_start, leaf_stop, out):
+    """Exact float64 (grad, hess) sums of each leaf's rows, each leaf summed serially
+    in row order (deterministic).  out : (L, 2) float64, OUT"""
+    for lf in prange(leaf_start.shape[0]):
+        g = 0.0
+        h = 0.0
+        for i in range(np.uintp(leaf_start[lf]), np.uintp(leaf_stop[lf])):
+            r = idx[i]
+            g += grad[r]
+            h += hess[r]
+        out[lf, 0] = g
+        out[lf, 1] = h

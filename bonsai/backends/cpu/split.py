@@ -57,66 +57,90 @@ def leaf_score(g, h, reg_lambda, reg_alpha, max_delta_step):
     return -(2.0 * gt * w + den * w * w)
 
 
+_M32 = np.int64(0xFFFFFFFF)
+
+
 @njit(cache=True, inline="always")
-def _unpack(hc, cbits, mask):
-    """(hess, count) from a packed ``hess * 2**cbits + count`` sum."""
-    return hc >> cbits, hc & mask
+def _decode(a, c2, packed, cbits, mask, cnt_factor):
+    """(grad, hess, count) of a cell sum.
+
+    Exact mode: ``a`` is the grad sum and ``c2 = hess * 2**cbits + count``.  Packed
+    quantized mode: ``a = grad * 2**32 + hess`` and the count is estimated from the
+    hessian with the node's rows-per-hessian ``cnt_factor`` (a non-empty sum counts
+    at least 1).
+    """
+    if packed:
+        h = a & _M32
+        g = a >> np.int64(32)
+        c = np.int64(h * cnt_factor + 0.5)
+        if c == 0 and a != 0:
+            c = np.int64(1)
+        return g, h, c
+    return a, c2 >> cbits, c2 & mask
 
 
 @njit(cache=True)
-def _node_sums(H, feat_off, cbits, out):
-    g = 0
-    hc = 0
+def _node_sums(H, feat_off, cbits, packed, n_rows, out):
+    a = np.int64(0)
+    c2 = np.int64(0)
     for b in range(feat_off[0], feat_off[1]):
-        g += H[b, 0]
-        hc += H[b, 1]
+        a += H[b, 0]
+        if not packed:
+            c2 += H[b, 1]
+    g, h, c = _decode(a, c2, packed, cbits, (np.int64(1) << cbits) - 1, 0.0)
     out[0] = g
-    out[1] = hc >> cbits
-    out[2] = hc & ((np.int64(1) << cbits) - 1)
+    out[1] = h
+    out[2] = n_rows if packed else c
 
 
 @parallel_kernel
-def node_sums(hist, slots, feat_off, cbits, out):
+def node_sums(hist, slots, feat_off, cbits, packed, node_rows, out):
     """Totals (grad, hess, count) of each node, read off feature 0's bins (every
-    feature's bins, missing bin included, sum to the node total).  out (m, 3) int64."""
+    feature's bins, missing bin included, sum to the node total).  out (m, 3) int64;
+    in packed mode the count is the node's exact row count ``node_rows``."""
     for i in prange(slots.shape[0]):
-        _node_sums(hist[slots[i]], feat_off, cbits, out[i])
+        _node_sums(hist[slots[i]], feat_off, cbits, packed, node_rows[i], out[i])
 
 
 @njit(cache=True)
-def range_sums(hist, slots, lo, hi, extra, cbits, out):
-    """Unpacked (grad, hess, count) sums of bins ``lo..hi-1`` (plus bin ``extra`` when
-    ``extra >= 0``) of each slot.  out (m, 3) int64."""
+def range_sums(hist, slots, lo, hi, extra, cbits, packed, cnt_factor, out):
+    """(grad, hess, count) sums of bins ``lo..hi-1`` (plus bin ``extra`` when
+    ``extra >= 0``) of each slot.  cnt_factor : (m,) float64 rows per hessian unit
+    (packed mode).  out (m, 3) int64."""
     mask = (np.int64(1) << cbits) - 1
     for i in range(slots.shape[0]):
         H = hist[slots[i]]
-        g = 0
-        hc = 0
+        a = np.int64(0)
+        c2 = np.int64(0)
         for b in range(lo, hi):
-            g += H[b, 0]
-            hc += H[b, 1]
+            a += H[b, 0]
+            if not packed:
+                c2 += H[b, 1]
         if extra >= 0:
-            g += H[extra, 0]
-            hc += H[extra, 1]
+            a += H[extra, 0]
+            if not packed:
+                c2 += H[extra, 1]
+        g, h, c = _decode(a, c2, packed, cbits, mask, cnt_factor[i])
         out[i, 0] = g
-        out[i, 1] = hc >> cbits
-        out[i, 2] = hc & mask
+        out[i, 1] = h
+        out[i, 2] = c
 
 
 @parallel_kernel
-def find_best_splits(hist, slots, feat_off, n_value_bins, feature_mask, scales, cfg,
+def find_best_splits(hist, slots, node_rows, feat_off, n_value_bins, feature_mask, scales, cfg,
                      min_child_samples, out_gain, out_feature, out_bin, out_default_left,
                      out_left_sums, out_node_sums):
     """Best split of each node.
 
     Parameters
     ----------
-    hist : (n_slots, n_bins_total, 3) int64, IN
+    hist : (n_slots, n_bins_total, C) int64, IN -- C = 2 exact cells, 1 packed
     slots : (m,) int64, IN -- the node's histogram slot
+    node_rows : (m,) int64, IN -- rows in each node
     feat_off : (F + 1,) int64, IN
     n_value_bins : (F,) int64, IN -- non-missing bins; the missing bin follows them
     feature_mask : (m, F) uint8, IN -- 1 where the feature may be used at that node
-    scales : (3,) float64 = grad scale, hess scale, count_bits, IN
+    scales : (4,) float64 = grad scale, hess scale, count_bits, packed flag, IN
     cfg : (5,) float64 = reg_lambda, reg_alpha, max_delta_step, min_child_weight, min_split_gain
     min_child_samples : int
     out_gain : (m,) float64, OUT -- -inf where no valid split
@@ -128,6 +152,7 @@ def find_best_splits(hist, slots, feat_off, n_value_bins, feature_mask, scales, 
     sg = scales[0]
     sh = scales[1]
     cbits = np.int64(scales[2])
+    packed = scales[3] != 0.0
     mask = (np.int64(1) << cbits) - 1
     lam = cfg[0]
     alpha = cfg[1]
@@ -137,10 +162,11 @@ def find_best_splits(hist, slots, feat_off, n_value_bins, feature_mask, scales, 
     for i in prange(slots.shape[0]):
         H = hist[slots[i]]
         tot = out_node_sums[i]
-        _node_sums(H, feat_off, cbits, tot)
+        _node_sums(H, feat_off, cbits, packed, node_rows[i], tot)
         tg = tot[0]
         th = tot[1]
         tc = tot[2]
+        cf = tc / th if (packed and th > 0) else 0.0
         parent = leaf_score(tg / sg, th / sh, lam, alpha, mds)
         best = NEG_INF
         bf = -1
@@ -154,16 +180,17 @@ def find_best_splits(hist, slots, feat_off, n_value_bins, feature_mask, scales, 
                 continue
             nv = n_value_bins[f]
             base = feat_off[f]
-            mg = H[base + nv, 0]
-            mh, mc = _unpack(H[base + nv, 1], cbits, mask)
-            lg = 0
-            lhc = 0
+            mg, mh, mc = _decode(H[base + nv, 0], 0 if packed else H[base + nv, 1],
+                                 packed, cbits, mask, cf)
+            la = np.int64(0)
+            lc2 = np.int64(0)
             # threshold b sends value bins 0..b left; b == nv - 1 (all values left)
             # only makes sense with missing values going right.
             for b in range(nv):
-                lg += H[base + b, 0]
-                lhc += H[base + b, 1]
-                lh, lc = _unpack(lhc, cbits, mask)
+                la += H[base + b, 0]
+                if not packed:
+                    lc2 += H[base + b, 1]
+                lg, lh, lc = _decode(la, lc2, packed, cbits, mask, cf)
                 for dl in range(2):
                     if dl == 0:
                         if b == nv - 1 and mc == 0:
@@ -207,7 +234,7 @@ def find_best_splits(hist, slots, feat_off, n_value_bins, feature_mask, scales, 
 
 
 @njit(parallel=True, cache=True)
-def find_level_split(hist, slots, feat_off, n_value_bins, feature_mask, scales, cfg,
+def find_level_split(hist, slots, node_rows, feat_off, n_value_bins, feature_mask, scales, cfg,
                      min_child_samples, out_cand_gain):
     """Joint gain of every (feature, bin, missing direction) candidate over all nodes of
     a level, for oblivious trees: one split is shared by the whole level.
@@ -224,6 +251,7 @@ def find_level_split(hist, slots, feat_off, n_value_bins, feature_mask, scales, 
     sg = scales[0]
     sh = scales[1]
     cbits = np.int64(scales[2])
+    packed = scales[3] != 0.0
     mask = (np.int64(1) << cbits) - 1
     lam = cfg[0]
     alpha = cfg[1]
@@ -240,19 +268,21 @@ def find_level_split(hist, slots, feat_off, n_value_bins, feature_mask, scales, 
         for i in range(m):
             H = hist[slots[i]]
             tot = np.zeros(3, np.int64)
-            _node_sums(H, feat_off, cbits, tot)
+            _node_sums(H, feat_off, cbits, packed, node_rows[i], tot)
             tg = tot[0]
             th = tot[1]
             tc = tot[2]
+            cf = tc / th if (packed and th > 0) else 0.0
             parent = leaf_score(tg / sg, th / sh, lam, alpha, mds)
-            mg = H[base + nv, 0]
-            mh, mc = _unpack(H[base + nv, 1], cbits, mask)
-            lg = 0
-            lhc = 0
+            mg, mh, mc = _decode(H[base + nv, 0], 0 if packed else H[base + nv, 1],
+                                 packed, cbits, mask, cf)
+            la = np.int64(0)
+            lc2 = np.int64(0)
             for b in range(nv):
-                lg += H[base + b, 0]
-                lhc += H[base + b, 1]
-                lh, lc = _unpack(lhc, cbits, mask)
+                la += H[base + b, 0]
+                if not packed:
+                    lc2 += H[base + b, 1]
+                lg, lh, lc = _decode(la, lc2, packed, cbits, mask, cf)
                 for dl in range(2):
                     if dl == 0:
                         cg = lg
