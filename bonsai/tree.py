@@ -105,7 +105,8 @@ class Tree(NamedTuple):
 
 
 class Ensemble(NamedTuple):
-    """Concatenated node arrays of many trees (see module docstring)."""
+    """Concatenated node arrays of many trees (see module docstring), plus the packed
+    node records the batch predictor walks (``records``, see ``node_records``)."""
     feature: np.ndarray
     threshold: np.ndarray
     default_left: np.ndarray
@@ -114,14 +115,59 @@ class Ensemble(NamedTuple):
     value: np.ndarray
     tree_offset: np.ndarray
     tree_class: np.ndarray
+    records: np.ndarray
+    tree_depth: np.ndarray
+
+
+#: node record ``meta`` layout: (left child << 22) | (feature << 1) | default_left,
+#: stored exactly in a float64 (< 2**53), 0 for a leaf
+_FEATURE_BITS = 21
+_MAX_FEATURES = 1 << _FEATURE_BITS
+
+
+def node_records(tree):
+    """One 16-byte record per node, children renumbered breadth-first so a node's
+    two children are adjacent (right = left + 1).
+
+    ``records[i, 0]`` is the threshold of an internal node or the value of a leaf;
+    ``records[i, 1]`` is the float64-encoded meta word (see ``_FEATURE_BITS``).  One
+    record is one load of 16 bytes per visited node.  Returns (records, depth).
+    """
+    n = tree.n_nodes
+    if n and tree.max_feature() >= _MAX_FEATURES:
+        raise ValueError(f"prediction supports at most {_MAX_FEATURES} features")
+    order = [0]
+    new_id = np.zeros(n, np.int64)
+    depth = np.zeros(n, np.int64)
+    i = 0
+    while i < len(order):
+        old = order[i]
+        if tree.left[old] >= 0:
+            for c in (tree.left[old], tree.right[old]):
+                new_id[c] = len(order)
+                depth[c] = depth[old] + 1
+                order.append(int(c))
+        i += 1
+    rec = np.zeros((n, 2))
+    for new, old in enumerate(order):
+        if tree.left[old] >= 0:
+            rec[new, 0] = tree.threshold[old]
+            meta = ((int(new_id[tree.left[old]]) << 22) | (int(tree.feature[old]) << 1)
+                    | int(tree.default_left[old] != 0))
+            rec[new, 1] = float(meta)
+        else:
+            rec[new, 0] = tree.value[old]
+    return rec, int(depth.max()) if n else 0
 
 
 def concat(trees, tree_class):
     if not trees:
         z = np.zeros(0)
         return Ensemble(z.astype(np.int32), z, z.astype(np.uint8), z.astype(np.int32),
-                        z.astype(np.int32), z, np.zeros(1, np.int64), z.astype(np.int32))
+                        z.astype(np.int32), z, np.zeros(1, np.int64), z.astype(np.int32),
+                        np.zeros((0, 2)), np.zeros(0, np.int64))
     sizes = [t.n_nodes for t in trees]
+    recs = [node_records(t) for t in trees]
     return Ensemble(
         np.concatenate([t.feature for t in trees]),
         np.concatenate([t.threshold for t in trees]),
@@ -131,6 +177,8 @@ def concat(trees, tree_class):
         np.concatenate([t.value for t in trees]),
         np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
         np.asarray(tree_class, dtype=np.int32),
+        np.ascontiguousarray(np.concatenate([r for r, _ in recs])),
+        np.array([d for _, d in recs], np.int64),
     )
 
 
