@@ -16,7 +16,7 @@ def warmup(verbose=False):
 
     t0 = time.perf_counter()
     rng = np.random.default_rng(0)
-    X = rng.normal(size=(300, 4))
+    X = rng.normal(size=(600, 4))  # > SERIAL_PREDICT_ROWS: compiles the parallel predictors too
     X[::7, 1] = np.nan
     y_bin = (X[:, 0] > 0).astype(float)
     y_mc = (np.nan_to_num(X[:, 1]) > 0).astype(float) + (X[:, 2] > 0.5)
@@ -29,6 +29,8 @@ def warmup(verbose=False):
             b.predict(X_, pred_leaf=True)
     ds = Dataset(X, label=y_mc)
     train({"objective": "multiclass", "num_class": 3, "n_estimators": 2}, ds).predict(X)
+    train({"objective": "binary", "n_estimators": 2, "quantized_grad": True},
+          Dataset(X, label=y_bin)).predict(X[:5])
     secs = time.perf_counter() - t0
     if verbose:
         print(f"bonsai warmup: {secs:.2f} s")
