@@ -14,7 +14,15 @@ from .boosting import train  # noqa: E402
 from .callbacks import EarlyStopping, EvaluationMonitor, TrainingCallback  # noqa: E402
 from .dataset import Dataset  # noqa: E402
 from ._warmup import warmup  # noqa: E402
-from .sklearn import BonsaiClassifier, BonsaiRegressor  # noqa: E402
+
+
+def __getattr__(name):
+    # the estimators import scikit-learn (about 0.8 s and 100+ MiB), so they load on
+    # first use rather than with ``import bonsai``
+    if name in ("BonsaiClassifier", "BonsaiRegressor"):
+        from . import sklearn as _sk
+        return getattr(_sk, name)
+    raise AttributeError(f"module 'bonsai' has no attribute {name!r}")
 
 __all__ = ["BonsaiClassifier", "BonsaiRegressor", "Booster", "Dataset", "EarlyStopping", "EvaluationMonitor", "TrainingCallback",
            "train", "warmup", "__version__"]

@@ -25,7 +25,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import expit as _expit
 from numba import njit
 
 __all__ = ["OBJECTIVES", "Objective", "get_objective", "weighted_quantile"]
@@ -81,6 +80,20 @@ def _binary_kernel(y, raw, e, w, has_w, g, h):  # pragma: no cover - compiled
 
 
 @njit(cache=True, parallel=False)
+def _expit(x):  # pragma: no cover - compiled
+    """Stable logistic function of a 1-D float64 array (a new array)."""
+    out = np.empty_like(x)
+    for i in range(x.shape[0]):
+        v = x[i]
+        if v >= 0:
+            out[i] = 1.0 / (1.0 + np.exp(-v))
+        else:
+            e = np.exp(v)
+            out[i] = e / (1.0 + e)
+    return out
+
+
+@njit(cache=True)
 def _shift_max(raw, out):  # pragma: no cover - compiled
     # out[k, i] = raw[k, i] - max_k raw[:, i]; row-wise loops vectorise.
     k_out, n = raw.shape
@@ -401,7 +414,7 @@ class _Binary(Objective):
         _binary_kernel(y, raw[0], e, w if has_w else y, has_w, out_g[0], out_h[0])
 
     def transform(self, raw):
-        # scipy's expit is one stable ufunc: cheap for a single row too
+        # one compiled stable loop: cheap for a single row too
         return _expit(np.asarray(raw[0], dtype=np.float64))
 
 
