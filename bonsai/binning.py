@@ -169,16 +169,14 @@ class BinMapper:
         pad = n_blocks * width - n_features
         if pad:
             out[(n_blocks - 1) * n:, width - pad:] = 0
-        row_major = bool(X.flags.c_contiguous)
         n_thr = np.diff(self.thr_offsets)
-        if n_thr.size and n_thr.max() <= 255:
-            pad = np.full((n_features, 256), np.inf)
-            for f in range(n_features):
-                pad[f, :n_thr[f]] = self.feature_thresholds(f)
-            coarse = np.ascontiguousarray(pad[:, 15::16])
-            _kernels.map_to_bins_table(X, pad, coarse, n_thr, row_major, out)
-        else:
-            _kernels.map_to_bins(X, self.thresholds, self.thr_offsets, row_major, out)
+        use_table = bool(n_thr.size) and int(n_thr.max()) <= 255
+        pad = np.full((n_features if use_table else 1, 256), np.inf)
+        for f in range(n_features if use_table else 0):
+            pad[f, :n_thr[f]] = self.feature_thresholds(f)
+        coarse = np.ascontiguousarray(pad[:, 15::16])
+        _kernels.map_to_bins(X, self.thresholds, self.thr_offsets, pad, coarse, use_table,
+                             bool(X.flags.c_contiguous), out)
         return out
 
     def to_dict(self):

@@ -14,37 +14,6 @@ from ._jit import parallel_kernel
 _ROW_BLOCK = 64
 
 
-@parallel_kernel
-def predict_raw(X, feature, threshold, default_left, left, right, value,
-                tree_offset, tree_class, out):
-    """Add every tree's output to ``out``.
-
-    X : (n, F) float32/float64, IN ; out : (n, K) float64, IN/OUT
-    feature, left, right : (N,) int32 ; threshold, value : (N,) float64 ;
-    default_left : (N,) uint8 ; tree_offset : (T + 1,) int64 ; tree_class : (T,) int32
-    """
-    n = X.shape[0]
-    n_trees = tree_class.shape[0]
-    n_blocks = (n + _ROW_BLOCK - 1) // _ROW_BLOCK
-    for blk in prange(n_blocks):
-        r0 = blk * _ROW_BLOCK
-        r1 = min(n, r0 + _ROW_BLOCK)
-        for t in range(n_trees):
-            base = tree_offset[t]
-            k = tree_class[t]
-            for r in range(r0, r1):
-                node = 0
-                while left[base + node] >= 0:
-                    j = base + node
-                    x = X[r, feature[j]]
-                    if np.isnan(x):
-                        go_left = default_left[j] != 0
-                    else:
-                        go_left = x <= threshold[j]
-                    node = left[j] if go_left else right[j]
-                out[r, k] += value[base + node]
-
-
 _SUPER_BLOCK = 2048
 
 
