@@ -117,6 +117,24 @@ class Ensemble(NamedTuple):
     tree_class: np.ndarray
     records: np.ndarray
     tree_depth: np.ndarray
+    chunk_ptr: np.ndarray
+
+
+#: bytes of node records per tree chunk of the batch predictor (L2-resident)
+TREE_CHUNK_BYTES = 256 * 1024
+
+
+def _tree_chunks(sizes):
+    """Tree chunk bounds so that each chunk's records fit in ``TREE_CHUNK_BYTES``."""
+    bounds = [0]
+    acc = 0
+    for t, sz in enumerate(sizes):
+        if acc and acc + 16 * sz > TREE_CHUNK_BYTES:
+            bounds.append(t)
+            acc = 0
+        acc += 16 * sz
+    bounds.append(len(sizes))
+    return np.array(bounds, np.int64)
 
 
 #: node record ``meta`` layout: (left child << 22) | (feature << 1) | default_left,
@@ -165,7 +183,7 @@ def concat(trees, tree_class):
         z = np.zeros(0)
         return Ensemble(z.astype(np.int32), z, z.astype(np.uint8), z.astype(np.int32),
                         z.astype(np.int32), z, np.zeros(1, np.int64), z.astype(np.int32),
-                        np.zeros((0, 2)), np.zeros(0, np.int64))
+                        np.zeros((0, 2)), np.zeros(0, np.int64), np.zeros(1, np.int64))
     sizes = [t.n_nodes for t in trees]
     recs = [node_records(t) for t in trees]
     return Ensemble(
@@ -179,6 +197,7 @@ def concat(trees, tree_class):
         np.asarray(tree_class, dtype=np.int32),
         np.ascontiguousarray(np.concatenate([r for r, _ in recs])),
         np.array([d for _, d in recs], np.int64),
+        _tree_chunks(sizes),
     )
 
 

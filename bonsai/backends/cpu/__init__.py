@@ -235,26 +235,13 @@ SERIAL_PREDICT_ROWS = 512
 
 def predict_raw(X, ens, out):
     """Add the ensemble's outputs to ``out (n, K)``."""
+    if X.shape[0] <= 4:
+        _pred.predict_records_walk(X, ens.records, ens.tree_offset, ens.tree_depth,
+                                   ens.tree_class, out)
+        return
     k = _pick(_pred.predict_records, X.shape[0] >= SERIAL_PREDICT_ROWS)
-    k(X, ens.records, ens.tree_offset, ens.tree_depth, ens.tree_class, _tree_chunks(ens), out)
+    k(X, ens.records, ens.tree_offset, ens.tree_depth, ens.tree_class, ens.chunk_ptr, out)
 
-
-#: bytes of node records per tree chunk of the batch predictor (L2-resident)
-TREE_CHUNK_BYTES = 256 * 1024
-
-
-def _tree_chunks(ens):
-    """Tree chunk bounds so that each chunk's records fit in ``TREE_CHUNK_BYTES``."""
-    sizes = np.diff(ens.tree_offset) * 16
-    bounds = [0]
-    acc = 0
-    for t, sz in enumerate(sizes):
-        if acc and acc + sz > TREE_CHUNK_BYTES:
-            bounds.append(t)
-            acc = 0
-        acc += sz
-    bounds.append(len(sizes))
-    return np.array(bounds, np.int64)
 
 
 def predict_oblivious(X, obl, out):
