@@ -100,6 +100,8 @@ def test_model_bytes_identical_across_threads_and_runs(objective, policy, monkey
     b2 = _fit(objective, policy, 2)
     b2_again = _fit(objective, policy, 2)
     monkeypatch.setattr(cpu, "MIN_ROWS_PER_THREAD", 64)  # split even small nodes
+    monkeypatch.setattr(cpu, "MIN_PARTITION_ROWS_PER_THREAD", 64)
+    monkeypatch.setattr(cpu, "MIN_PARALLEL_SPLIT_NODES", 1)
     b2_fine = _fit(objective, policy, 2)
     s1 = b1.model_to_string()
     assert b1.num_trees() == 8 * (3 if objective == "multiclass" else 1)

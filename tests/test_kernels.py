@@ -452,6 +452,7 @@ def _partition(X, idx, tmp, go_left, *args):
 def test_partition_stable_permutation(monkeypatch, min_rows):
     if min_rows is not None:
         monkeypatch.setattr(cpu, "MIN_ROWS_PER_THREAD", min_rows)
+        monkeypatch.setattr(cpu, "MIN_PARTITION_ROWS_PER_THREAD", min_rows)
     rng = np.random.default_rng(11)
     n = 300
     n_value_bins = [7, 3]

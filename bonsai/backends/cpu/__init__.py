@@ -18,6 +18,12 @@ NAME = "cpu"
 #: below this many rows per thread a level runs on one thread: a parallel region
 #: costs tens of microseconds, about what one thread needs for ~4k rows x 28 features.
 MIN_ROWS_PER_THREAD = 4096
+#: the same for the partition, whose work is ~2 ns a row (a histogram row costs
+#: 10-30 ns): below this many rows per thread its two parallel regions cost more
+#: than they save (leafwise splits one mid-size node at a time)
+MIN_PARTITION_ROWS_PER_THREAD = 32768
+#: split finding scans every bin of every node; in parallel only from this many nodes
+MIN_PARALLEL_SPLIT_NODES = 4
 
 
 class HistogramPool:
@@ -45,7 +51,7 @@ class HistogramPool:
         self.free.append(int(slot))
 
 
-def plan_pieces(starts, stops, n_threads):
+def plan_pieces(starts, stops, n_threads, min_rows=None):
     """Cut the concatenated ranges ``[starts[i], stops[i])`` into per-thread pieces.
 
     Returns (piece_node, piece_start, piece_stop, thread_ptr): pieces of one node are
@@ -54,7 +60,12 @@ def plan_pieces(starts, stops, n_threads):
     """
     sizes = stops - starts
     total = int(sizes.sum())
-    n_t = int(max(1, min(n_threads, total // MIN_ROWS_PER_THREAD)))
+    min_rows = MIN_ROWS_PER_THREAD if min_rows is None else min_rows
+    n_t = int(max(1, min(n_threads, total // min_rows)))
+    if n_t == 1:  # one thread: each non-empty node is one piece (the common small case)
+        node = np.flatnonzero(sizes > 0)
+        return (node.astype(np.int64), starts[node].astype(np.int64),
+                stops[node].astype(np.int64), np.array([0, node.shape[0]], np.int64))
     cum = np.concatenate([[0], np.cumsum(sizes)])
     cuts = (total * np.arange(1, n_t, dtype=np.int64)) // n_t
     bounds = np.unique(np.concatenate([cum, cuts]))
@@ -134,12 +145,15 @@ def build_histograms(pool, X_binned, feat_off, gh, idx, starts, stops, slots, n_
         return
     node, p_start, p_stop, thread_ptr = plan_pieces(starts, stops, n_threads)
     p_slot = slots[node].copy()
-    first = np.concatenate([[True], node[1:] != node[:-1]]) if node.size else node.astype(bool)
-    extra = np.flatnonzero(~first)
-    for p in extra:
-        p_slot[p] = pool.alloc()
+    if thread_ptr.shape[0] > 2:  # several threads: nodes cut between threads get extra slots
+        first = np.concatenate([[True], node[1:] != node[:-1]]) if node.size else node.astype(bool)
+        extra = np.flatnonzero(~first)
+        for p in extra:
+            p_slot[p] = pool.alloc()
+    else:
+        extra = node[:0]
     hist = pool.hist
-    for i in np.setdiff1d(np.arange(slots.shape[0]), node):  # empty nodes
+    for i in np.flatnonzero(stops == starts):  # empty nodes get no piece: zero them here
         hist[slots[i]] = 0
     kernel = _hist.build_histograms if thread_ptr.shape[0] > 2 else _hist.build_histograms.serial
     blo = np.zeros(node.shape[0], np.int64)
@@ -189,7 +203,7 @@ def find_best_splits(pool, slots, node_rows, feat_off, n_value_bins, masks, scal
     default_left = np.empty(m, np.uint8)
     left_sums = np.empty((m, 3), np.int64)
     sums = np.empty((m, 3), np.int64)
-    _pick(_split.find_best_splits, m > 1)(
+    _pick(_split.find_best_splits, m >= MIN_PARALLEL_SPLIT_NODES)(
         pool.hist, slots, node_rows, feat_off, n_value_bins, masks, scales, cfg,
         min_child_samples, gain, feature, bin_, default_left, left_sums, sums)
     return gain, feature, bin_, default_left, left_sums, sums
@@ -207,7 +221,7 @@ def partition_nodes(X_cols, idx, tmp, starts, stops, feature, bin_, default_left
                     missing_bin, n_threads):
     """Stable partition of each node range (reading the column-major bins
     ``X_cols (F, n)``); returns the rows sent left per node."""
-    node, p_start, p_stop, thread_ptr = plan_pieces(starts, stops, n_threads)
+    node, p_start, p_stop, thread_ptr = plan_pieces(starts, stops, n_threads, MIN_PARTITION_ROWS_PER_THREAD)
     nleft = np.zeros(starts.shape[0], np.int64)
     if node.size:
         scratch = np.empty(node.shape[0], np.int64)
