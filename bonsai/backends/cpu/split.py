@@ -79,6 +79,20 @@ def _decode(a, c2, packed, cbits, mask, cnt_factor):
     return a, c2 >> cbits, c2 & mask
 
 
+@njit(cache=True, inline="always")
+def _split_gain(cg, ch, cc, tg, th, tc, scales, cfg, min_child_samples, parent):
+    """Gain of sending (cg, ch, cc) left out of the node total (tg, th, tc), or -inf
+    when a child breaks ``min_child_samples`` / ``min_child_weight``."""
+    if cc < min_child_samples or tc - cc < min_child_samples:
+        return NEG_INF
+    hl = ch / scales[1]
+    hr = (th - ch) / scales[1]
+    if hl < cfg[3] or hr < cfg[3]:
+        return NEG_INF
+    return (leaf_score(cg / scales[0], hl, cfg[0], cfg[1], cfg[2])
+            + leaf_score((tg - cg) / scales[0], hr, cfg[0], cfg[1], cfg[2]) - parent)
+
+
 @njit(cache=True)
 def _node_sums(H, feat_off, cbits, packed, n_rows, out):
     a = np.int64(0)
@@ -157,7 +171,6 @@ def find_best_splits(hist, slots, node_rows, feat_off, n_value_bins, feature_mas
     lam = cfg[0]
     alpha = cfg[1]
     mds = cfg[2]
-    mcw = cfg[3]
     msg = cfg[4]
     for i in prange(slots.shape[0]):
         H = hist[slots[i]]
@@ -204,15 +217,8 @@ def find_best_splits(hist, slots, node_rows, feat_off, n_value_bins, feature_mas
                         cg = lg + mg
                         ch = lh + mh
                         cc = lc + mc
-                    rc = tc - cc
-                    if cc < min_child_samples or rc < min_child_samples:
-                        continue
-                    hl = ch / sh
-                    hr = (th - ch) / sh
-                    if hl < mcw or hr < mcw:
-                        continue
-                    gain = (leaf_score(cg / sg, hl, lam, alpha, mds)
-                            + leaf_score((tg - cg) / sg, hr, lam, alpha, mds) - parent)
+                    gain = _split_gain(cg, ch, cc, tg, th, tc, scales, cfg,
+                                       min_child_samples, parent)
                     if gain > best:
                         best = gain
                         bf = f
@@ -256,7 +262,6 @@ def find_level_split(hist, slots, node_rows, feat_off, n_value_bins, feature_mas
     lam = cfg[0]
     alpha = cfg[1]
     mds = cfg[2]
-    mcw = cfg[3]
     for f in prange(n_features):
         base = feat_off[f]
         nv = n_value_bins[f]
@@ -292,14 +297,10 @@ def find_level_split(hist, slots, node_rows, feat_off, n_value_bins, feature_mas
                         cg = lg + mg
                         ch = lh + mh
                         cc = lc + mc
-                    gain = 0.0
-                    rc = tc - cc
-                    hl = ch / sh
-                    hr = (th - ch) / sh
-                    if (cc >= min_child_samples and rc >= min_child_samples
-                            and hl >= mcw and hr >= mcw):
-                        gain = (leaf_score(cg / sg, hl, lam, alpha, mds)
-                                + leaf_score((tg - cg) / sg, hr, lam, alpha, mds) - parent)
+                    gain = _split_gain(cg, ch, cc, tg, th, tc, scales, cfg,
+                                       min_child_samples, parent)
+                    if gain == NEG_INF:  # this node cannot take the split: no gain
+                        gain = 0.0
                     cur = out_cand_gain[base + b, dl]
                     if cur == NEG_INF:
                         cur = 0.0
