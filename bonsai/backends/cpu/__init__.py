@@ -135,6 +135,15 @@ def build_histograms(pool, X_binned, feat_off, gh, idx, starts, stops, slots, n_
     Narrow data (few feature blocks) splits rows into one piece per thread, each
     piece filling its own slot, merged afterwards; wide data splits the feature
     blocks between threads instead (``_block_plan``).
+
+    Why row-wise and not a feature-parallel (column-major) fill for narrow data,
+    measured on 1M x 28 uint8 bins, 2 threads (medians of 5): one node holding
+    100% / 50% / 20% / 5% / 1% of the rows took 16.2 / 8.6 / 4.2 / 1.5 / 0.5 ms
+    row-wise against 19.5 / 10.3 / 4.7 / 2.2 / 2.6 ms feature-parallel (gradients
+    gathered once, then one column per thread); a level of 64 nodes holding 25% of
+    the rows took 2.4 ms row-wise against 3.2 ms.  Row-wise wins at every density,
+    so the choice per level is only between row pieces (narrow) and feature blocks
+    (wide, where one node's histogram no longer fits in L2).
     """
     n_features = feat_off.shape[0] - 1
     n_blocks = -(-n_features // X_binned.shape[1])
