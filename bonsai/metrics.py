@@ -24,6 +24,8 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from .objectives import _float_param  # one reader for float parameters
+
 __all__ = ["METRICS", "Metric", "get_metric"]
 
 METRICS = (
@@ -191,17 +193,6 @@ def _merror(y, pred, w):
     wrong = np.sum(pred >= p[:, None], axis=1) > 1
     return _average(wrong.astype(np.float64), w)
 
-
-def _float_param(params, key, default, low, high):
-    value = params.get(key, default)
-    if value is None:
-        value = default
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{key} must be a float; got {key}={value!r}")
-    value = float(value)
-    if not (math.isfinite(value) and low < value < high):
-        raise ValueError(f"{key} must be in ({low}, {high}); got {key}={value!r}")
-    return value
 
 
 def get_metric(name, params=None):
