@@ -18,6 +18,46 @@ from .backends.cpu import binning as _kernels
 SAMPLE_ROWS = 200_000
 #: a feature block's histogram should stay within this many bytes (L2-resident)
 BLOCK_HIST_BYTES = 256 * 1024
+#: use the sparse-rows layout when rows have at most this fraction of their cells
+#: outside the features' most frequent bins.  Measured (2 threads, one node, root /
+#: 50% / 10% of the rows): 40%-NaN 1M x 28 (fraction 0.60) filled in 25.6 / 12.2 /
+#: 2.6 ms dense against 6.2 / 3.7 / 3.0 ms sparse (a dominant bin makes consecutive
+#: rows add into the same cell, a store-to-load chain); 100k x 2000 0/1 data
+#: (fraction 0.13) 45.7 / 21.1 / 4.3 ms against 5.9 / 3.6 / 0.8 ms; continuous 1M x 28
+#: (fraction 1.0) 6.7 / 3.4 / 1.8 ms dense against 6.7 / 5.0 / 9.3 ms sparse.
+SPARSE_ROW_FRACTION = 0.7
+
+
+class SparseRows(NamedTuple):
+    """The sparse-rows histogram layout: row r lists the global histogram indices
+    (``feat_off[f] + bin``, uint16) of its cells whose bin is not feature f's
+    ``default_bin`` in ``bins[ptr[r]:ptr[r+1]]``; a fill restores the default bins
+    from the node totals."""
+    ptr: np.ndarray          # (n + 1,) int64
+    bins: np.ndarray         # (nnz,) uint16
+    default_bin: np.ndarray  # (F,) int64
+
+
+def sparse_rows(X_cols, feat_off, max_fraction=None):
+    """A ``SparseRows`` layout of the column-major bins ``X_cols (F, n)`` if rows keep
+    at most ``max_fraction`` of their cells (and every index fits in uint16), else None."""
+    max_fraction = SPARSE_ROW_FRACTION if max_fraction is None else max_fraction
+    n_features, n = X_cols.shape
+    if n == 0 or n_features == 0 or int(feat_off[-1]) > 1 << 16:
+        return None
+    dflt = np.empty(n_features, np.int64)
+    count = np.empty(n_features, np.int64)
+    _kernels.default_bins(X_cols, np.diff(feat_off).astype(np.int64), dflt, count)
+    if (n_features * n - int(count.sum())) > max_fraction * n_features * n:
+        return None
+    per_row = np.empty(n, np.int64)
+    _kernels.sparse_row_counts(X_cols, dflt, per_row)
+    ptr = np.empty(n + 1, np.int64)
+    ptr[0] = 0
+    np.cumsum(per_row, out=ptr[1:])
+    bins = np.empty(int(ptr[-1]), np.uint16)
+    _kernels.sparse_row_fill(X_cols, dflt, feat_off, ptr, bins)
+    return SparseRows(ptr, bins, dflt)
 
 
 def block_width(n_features, max_bin):

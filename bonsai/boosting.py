@@ -128,7 +128,7 @@ def train(params, train_set, num_boost_round=None, valid_sets=None, valid_names=
     with thread_context(n_threads) as used_threads:
         evals = [_EvalSet(nm, ds, train_set, booster.base_score, k_out, init_model)
                  for nm, ds in zip(names, valid_sets or [])]
-        grower = Grower(backend, train_set.X_binned, train_set.X_cols, train_set.bin_mapper, p,
+        grower = Grower(backend, train_set.X_hist, train_set.X_cols, train_set.bin_mapper, p,
                         used_threads, n)
         _boost(p, booster, objective, grower, backend, train_set, y, w, raw, evals, metrics,
                callbacks, k_out)

@@ -1,13 +1,16 @@
 """``Dataset``: features binned once and reused across fits and boosting rounds.
 
 Validation data is binned with the training bin edges by passing
-``reference=train_set``.  The raw matrix is not kept.
+``reference=train_set``.  A Dataset holds the column-major bins ``X_cols`` (partition,
+binned prediction) and ``X_hist``, what histograms are filled from: the dense blocked
+row-major matrix ``X_binned``, or a ``SparseRows`` layout for data whose cells mostly
+sit in their feature's most frequent bin (one-hot, bag-of-words, many NaN).
 """
 import numpy as np
 
 from ._profile import stage
 from ._threads import resolve_n_threads, thread_context
-from .binning import BinMapper
+from .binning import BinMapper, sparse_rows
 from .data import check_vector, is_integer, to_matrix
 
 
@@ -67,6 +70,15 @@ class Dataset:
             with stage("bin_map"):
                 self.X_binned = self.bin_mapper.transform(X)
                 self.X_cols = self.bin_mapper.to_columns(self.X_binned, n)
+            # the layout histograms are filled from: sparse rows when most cells sit in
+            # their feature's most frequent bin (then the dense blocked copy is dropped)
+            self.X_hist = self.X_binned
+            if reference is None:
+                with stage("bin_layout"):
+                    sparse = sparse_rows(self.X_cols, self.bin_mapper.feat_off)
+                if sparse is not None:
+                    self.X_hist = sparse
+                    self.X_binned = None
         self.reference = reference
         self.data = X  # kept (no copy of numpy input) for continued training and re-binning
 

@@ -132,9 +132,15 @@ def build_histograms(pool, X_binned, feat_off, gh, idx, starts, stops, slots, n_
     """Fill ``pool.hist[slots[i]]`` from the rows ``idx[starts[i]:stops[i]]``;
     ``identity`` says ``idx[i] == i`` on those ranges (the unsampled root).
 
-    Narrow data (few feature blocks) splits rows into one piece per thread, each
-    piece filling its own slot, merged afterwards; wide data splits the feature
-    blocks between threads instead (``_block_plan``).
+    ``X_binned`` is the dense blocked matrix (``bonsai.binning``) or a
+    ``SparseRows`` layout (``.ptr``, ``.bins``, ``.default_bin``: each row lists only
+    its cells outside the features' default bins, which are restored afterwards from
+    the node totals).
+
+    Dense narrow data (few feature blocks) splits rows into one piece per thread, each
+    piece filling its own slot, merged afterwards; dense wide data splits the feature
+    blocks between threads instead (``_block_plan``).  The sparse-rows layout always
+    splits rows.
 
     Why row-wise and not a feature-parallel (column-major) fill for narrow data,
     measured on 1M x 28 uint8 bins, 2 threads (medians of 5): one node holding
@@ -145,37 +151,63 @@ def build_histograms(pool, X_binned, feat_off, gh, idx, starts, stops, slots, n_
     so the choice per level is only between row pieces (narrow) and feature blocks
     (wide, where one node's histogram no longer fits in L2).
     """
-    n_features = feat_off.shape[0] - 1
-    n_blocks = -(-n_features // X_binned.shape[1])
-    if n_blocks >= 2 * n_threads:
-        plan = _block_plan(starts, stops, slots, n_blocks, n_threads)
-        kernel = _hist.build_histograms if plan[-1].shape[0] > 2 else _hist.build_histograms.serial
-        kernel(X_binned, feat_off, gh, idx, identity, *plan, pool.hist)
-        return
+    sparse = not isinstance(X_binned, np.ndarray)
+    if not sparse:
+        n_features = feat_off.shape[0] - 1
+        n_blocks = -(-n_features // X_binned.shape[1])
+        if n_blocks >= 2 * n_threads:
+            plan = _block_plan(starts, stops, slots, n_blocks, n_threads)
+            kernel = _pick(_hist.build_histograms, plan[-1].shape[0] > 2)
+            kernel(X_binned, feat_off, gh, idx, identity, *plan, pool.hist)
+            return
     node, p_start, p_stop, thread_ptr = plan_pieces(starts, stops, n_threads)
-    p_slot = slots[node].copy()
-    if thread_ptr.shape[0] > 2:  # several threads: nodes cut between threads get extra slots
-        first = np.concatenate([[True], node[1:] != node[:-1]]) if node.size else node.astype(bool)
-        extra = np.flatnonzero(~first)
-        for p in extra:
-            p_slot[p] = pool.alloc()
-    else:
-        extra = node[:0]
+    p_slot, extra = _piece_slots(pool, node, slots, thread_ptr)
     hist = pool.hist
     for i in np.flatnonzero(stops == starts):  # empty nodes get no piece: zero them here
         hist[slots[i]] = 0
-    kernel = _hist.build_histograms if thread_ptr.shape[0] > 2 else _hist.build_histograms.serial
-    blo = np.zeros(node.shape[0], np.int64)
-    bhi = np.full(node.shape[0], n_blocks, np.int64)
-    kernel(X_binned, feat_off, gh, idx, identity, p_start, p_stop, p_slot, blo, bhi, thread_ptr,
-           hist)
-    if extra.size:
-        dst_nodes, counts = np.unique(node[extra], return_counts=True)
-        src_ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-        _hist.merge_slots.serial(hist, slots[dst_nodes].astype(np.int64), src_ptr,
-                                 p_slot[extra].astype(np.int64))
-        for s in p_slot[extra]:
-            pool.release(s)
+    parallel = thread_ptr.shape[0] > 2
+    if sparse:
+        task_tot = np.empty((node.shape[0], hist.shape[2]), np.int64)
+        _pick(_hist.build_histograms_sparse, parallel)(
+            X_binned.ptr, X_binned.bins, gh, idx, identity, p_start, p_stop, p_slot,
+            thread_ptr, hist, task_tot)
+    else:
+        blo = np.zeros(node.shape[0], np.int64)
+        bhi = np.full(node.shape[0], n_blocks, np.int64)
+        _pick(_hist.build_histograms, parallel)(
+            X_binned, feat_off, gh, idx, identity, p_start, p_stop, p_slot, blo, bhi,
+            thread_ptr, hist)
+    _merge_pieces(pool, node, slots, p_slot, extra)
+    if sparse:
+        totals = np.zeros((slots.shape[0], hist.shape[2]), np.int64)
+        np.add.at(totals, node, task_tot)  # integer: exact in any order
+        _pick(_hist.restore_default_bins, slots.shape[0] >= MIN_PARALLEL_SPLIT_NODES)(
+            hist, slots, totals, feat_off, X_binned.default_bin)
+
+
+def _piece_slots(pool, node, slots, thread_ptr):
+    """Slot of each piece: the node's own slot for its first piece, a fresh pool slot
+    for the others (a node cut between threads); returns (p_slot, extra pieces)."""
+    p_slot = slots[node].copy()
+    if thread_ptr.shape[0] <= 2 or not node.size:
+        return p_slot, node[:0]
+    first = np.concatenate([[True], node[1:] != node[:-1]])
+    extra = np.flatnonzero(~first)
+    for p in extra:
+        p_slot[p] = pool.alloc()
+    return p_slot, extra
+
+
+def _merge_pieces(pool, node, slots, p_slot, extra):
+    """Add the extra pieces' slots into their nodes' slots and free them."""
+    if not extra.size:
+        return
+    dst_nodes, counts = np.unique(node[extra], return_counts=True)
+    src_ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    _hist.merge_slots.serial(pool.hist, slots[dst_nodes].astype(np.int64), src_ptr,
+                             p_slot[extra].astype(np.int64))
+    for s in p_slot[extra]:
+        pool.release(s)
 
 
 def _pick(kernel, parallel):

@@ -1,5 +1,6 @@
 """CPU kernels of the binning stage: per-feature quantile summaries, greedy bin
-thresholds, and the mapping of raw feature values to bin codes.
+thresholds, the mapping of raw feature values to bin codes, and the sparse-rows
+layout (each row's cells outside the features' most frequent bins).
 
 Bin convention (shared with split finding and prediction): a feature with ``t``
 thresholds ``thr[0] < ... < thr[t-1]`` has value bins ``0..t`` where
@@ -255,3 +256,62 @@ def blocked_to_columns(X_blocked, n, out):
         base = blk * n
         for r in range(n):
             out[f, r] = X_blocked[base + r, c]
+
+
+@njit(parallel=True, cache=True)
+def default_bins(X_cols, n_bins, out_bin, out_count):
+    """Most frequent bin of each feature (the lowest among ties) and its row count.
+
+    X_cols : (F, n) uint8/uint16, IN ; n_bins : (F,) int64 bins per feature (missing
+    bin included), IN ; out_bin, out_count : (F,) int64, OUT
+    """
+    for f in prange(X_cols.shape[0]):
+        counts = np.zeros(n_bins[f], np.int64)
+        col = X_cols[f]
+        for r in range(col.shape[0]):
+            counts[col[r]] += 1
+        best = 0
+        for b in range(1, n_bins[f]):
+            if counts[b] > counts[best]:
+                best = b
+        out_bin[f] = best
+        out_count[f] = counts[best]
+
+
+_SPARSE_CHUNK = 1024
+
+
+@njit(parallel=True, cache=True)
+def sparse_row_counts(X_cols, default_bin, out):
+    """``out[r] = #{f : X_cols[f, r] != default_bin[f]}`` (rows in chunks, so each
+    feature's reads stay sequential)."""
+    n_features, n = X_cols.shape
+    for c in prange((n + _SPARSE_CHUNK - 1) // _SPARSE_CHUNK):
+        r0 = c * _SPARSE_CHUNK
+        r1 = min(n, r0 + _SPARSE_CHUNK)
+        out[r0:r1] = 0
+        for f in range(n_features):
+            d = default_bin[f]
+            col = X_cols[f]
+            for r in range(r0, r1):
+                out[r] += col[r] != d
+
+
+@njit(parallel=True, cache=True)
+def sparse_row_fill(X_cols, default_bin, feat_off, ptr, out):
+    """Each row's non-default cells as global histogram indices ``feat_off[f] + bin``,
+    in feature order: ``out[ptr[r]:ptr[r+1]]``.  out : (ptr[-1],) uint16, OUT"""
+    n_features, n = X_cols.shape
+    for c in prange((n + _SPARSE_CHUNK - 1) // _SPARSE_CHUNK):
+        r0 = c * _SPARSE_CHUNK
+        r1 = min(n, r0 + _SPARSE_CHUNK)
+        pos = ptr[r0:r1].copy()
+        for f in range(n_features):
+            d = default_bin[f]
+            o = feat_off[f]
+            col = X_cols[f]
+            for r in range(r0, r1):
+                b = col[r]
+                if b != d:
+                    out[pos[r - r0]] = np.uint16(o + b)
+                    pos[r - r0] += 1

@@ -1,5 +1,6 @@
 """CPU kernels of the histogram stage: fixed-point gradient quantization, the
-row-wise gathered fill (level-batched over per-thread tasks), slot merging and
+row-wise gathered fill (level-batched over per-thread tasks) over the dense blocked
+layout or the sparse-rows layout, restoring skipped default bins, slot merging and
 sibling subtraction.
 
 Histogram layout: ``hist[slot, offset[f] + bin, channel]`` int64 with channels
@@ -12,7 +13,7 @@ from numba import njit, prange
 
 from ._jit import parallel_kernel
 
-from ._intrinsics import prefetch_row
+from ._intrinsics import prefetch_item, prefetch_row
 
 #: rows ahead to prefetch in a gathered fill (16-32 measured best, NOTES-numba.md)
 PREFETCH_DISTANCE = 24
@@ -163,6 +164,96 @@ def build_histograms(X_binned, feat_off, gh, idx, identity, task_start, task_sto
                 else:
                     _fill_rows(X_binned, blk * n, f_lo, f_hi, feat_off, gh, idx,
                                task_start[t], task_stop[t], out)
+
+
+@njit(cache=True, nogil=True)
+def _fill_sparse(ptr, bins, gh, idx, identity, start, stop, out, tot):
+    """Sparse-rows layout: add each row's listed (non-default) cells; ``tot`` (channels,)
+    accumulates the rows' own totals, from which the default bins are restored.
+
+    Gathered rows prefetch in two stages: the row pointer ``2 * D`` rows ahead, then
+    the row's cell list and gradients ``D`` rows ahead.
+    """
+    two = gh.shape[1] == 2
+    d = np.uintp(PREFETCH_DISTANCE)
+    pf2 = np.uintp(max(stop - 2 * PREFETCH_DISTANCE, start))
+    pf1 = np.uintp(max(stop - PREFETCH_DISTANCE, start))
+    t0 = np.int64(0)
+    t1 = np.int64(0)
+    for i in range(np.uintp(start), np.uintp(stop)):
+        if identity:
+            r = i
+        else:
+            if i < pf2:
+                prefetch_item(ptr, idx[i + d + d])
+            if i < pf1:
+                ra = idx[i + d]
+                prefetch_item(bins, ptr[ra])
+                prefetch_row(gh, ra)
+            r = np.uintp(idx[i])
+        k0 = np.uintp(ptr[r])
+        k1 = np.uintp(ptr[r + np.uintp(1)])
+        g = gh[r, 0]
+        t0 += g
+        if two:
+            h = gh[r, 1]
+            t1 += h
+            for k in range(k0, k1):
+                b = np.uintp(bins[k])
+                out[b, 0] += g
+                out[b, 1] += h
+        else:
+            for k in range(k0, k1):
+                out[np.uintp(bins[k]), 0] += g
+    tot[0] += t0
+    if two:
+        tot[1] += t1
+
+
+@parallel_kernel
+def build_histograms_sparse(ptr, bins, gh, idx, identity, task_start, task_stop, task_slot,
+                            thread_ptr, hist, task_tot):
+    """Sparse-rows fill: task ``t`` zeroes slot ``task_slot[t]`` and adds the listed
+    cells of rows ``idx[task_start:task_stop]``; ``task_tot[t]`` gets those rows' summed
+    (grad, hess) cells.  The default bins stay zero until ``restore_default_bins``.
+
+    Parameters
+    ----------
+    ptr : (n + 1,) int64, IN -- row r's cells are ``bins[ptr[r]:ptr[r+1]]``
+    bins : (nnz,) uint16 global histogram indices ``feat_off[f] + bin`` of the cells
+        whose bin is not feature f's default bin, IN
+    gh, idx, identity, task_start, task_stop, task_slot, thread_ptr : as ``build_histograms``
+    hist : (n_slots, n_bins_total, channels) int64, OUT
+    task_tot : (T, channels) int64, OUT
+    """
+    for j in prange(thread_ptr.shape[0] - 1):
+        for t in range(thread_ptr[j], thread_ptr[j + 1]):
+            out = hist[task_slot[t]]
+            out[:, :] = 0
+            task_tot[t, :] = 0
+            _fill_sparse(ptr, bins, gh, idx, identity, task_start[t], task_stop[t], out,
+                         task_tot[t])
+
+
+@parallel_kernel
+def restore_default_bins(hist, slots, totals, feat_off, default_bin):
+    """``hist[slots[j], feat_off[f] + default_bin[f]] = totals[j] - (sum of f's other
+    bins)`` for every feature: a node's rows fall in exactly one bin of each feature, so
+    the skipped bin is the node total minus the rest (exact: integer cells).
+
+    hist : (n_slots, n_bins_total, channels) int64, IN/OUT ; slots : (m,) int64 ;
+    totals : (m, channels) int64 ; feat_off : (F + 1,) int64 ; default_bin : (F,) int64
+    """
+    n_features = feat_off.shape[0] - 1
+    for j in prange(slots.shape[0]):
+        out = hist[slots[j]]
+        for c in range(out.shape[1]):
+            for f in range(n_features):
+                lo = feat_off[f]
+                s = np.int64(0)
+                for b in range(lo, feat_off[f + 1]):
+                    s += out[b, c]
+                out[lo + default_bin[f], c] = totals[j, c] - s
 
 
 @parallel_kernel

@@ -54,15 +54,19 @@ def partition_nodes(X_cols, idx, tmp, task_node, task_start, task_stop, thread_p
             # unsigned indices: no negative-index wraparound checks in the loop
             lp = np.uintp(task_start[t])
             rp = np.uintp(task_stop[t])
+            # branchless: write the row at both ends, advance one of them (a branch on
+            # the direction mispredicts on about half the rows of a balanced split).
+            # tmp[lp] and tmp[rp - 1] are both still free (lp < rp while rows remain);
+            # when they coincide the two writes are the same.  The missing bin is above
+            # every split bin, so only it needs the default direction.
             for i in range(np.uintp(task_start[t]), np.uintp(task_stop[t])):
                 r = idx[i]
                 b = col[r]
-                if (dl if b == mb else b <= tb):
-                    tmp[lp] = r
-                    lp += one
-                else:
-                    rp -= one
-                    tmp[rp] = r
+                gl = np.uintp((b <= tb) | ((b == mb) & dl))
+                tmp[lp] = r
+                tmp[rp - one] = r
+                lp += gl
+                rp -= one - gl
             task_nleft[t] = np.int64(lp) - task_start[t]
     # serial prefix sums: where each task's left and right rows go
     left_pos = np.empty(n_tasks, np.int64)
