@@ -9,6 +9,7 @@ the same bin edges.  Thresholds are chosen greedily from a summary
 """
 from typing import NamedTuple
 
+import numba
 import numpy as np
 
 from ._dtypes import binned_dtype
@@ -183,7 +184,7 @@ class BinMapper:
         n_features = X.shape[1]
         thr = np.empty((n_features, max(max_bin - 1, 1)))
         count = np.empty(n_features, np.int64)
-        _kernels.find_thresholds(X, rows, w, max_bin, thr, count)
+        _kernels.find_thresholds(X, rows, w, max_bin, numba.get_num_threads(), thr, count)
         offsets = np.concatenate([[0], np.cumsum(count)]).astype(np.int64)
         flat = np.concatenate([thr[f, :count[f]] for f in range(n_features)]) if n_features else np.empty(0)
         return cls(flat, offsets, max_bin)
@@ -198,26 +199,34 @@ class BinMapper:
     def feature_thresholds(self, f):
         return self.thresholds[self.thr_offsets[f]:self.thr_offsets[f + 1]]
 
-    def transform(self, X):
-        """Bin codes of ``X`` (float32/float64, any order) in the blocked row-major
-        layout: a ``(n_blocks * n, B)`` uint8/uint16 array where value (r, f) sits at
-        ``[(f // B) * n + r, f % B]`` (``B = block_width(F, max_bin)``)."""
+    def transform_columns(self, X):
+        """Column-major bin codes ``(F, n)`` uint8/uint16 of ``X`` (float32/float64,
+        any order)."""
         n, n_features = X.shape
-        width = block_width(n_features, self.max_bin)
-        n_blocks = -(-n_features // width)
-        out = np.empty((n_blocks * n, width), dtype=self.dtype)
-        pad = n_blocks * width - n_features
-        if pad:
-            out[(n_blocks - 1) * n:, width - pad:] = 0
+        out = np.empty((n_features, n), dtype=self.dtype)
         n_thr = np.diff(self.thr_offsets)
         use_table = bool(n_thr.size) and int(n_thr.max()) <= 255
         pad = np.full((n_features if use_table else 1, 256), np.inf)
         for f in range(n_features if use_table else 0):
             pad[f, :n_thr[f]] = self.feature_thresholds(f)
         coarse = np.ascontiguousarray(pad[:, 15::16])
-        _kernels.map_to_bins(X, self.thresholds, self.thr_offsets, pad, coarse, use_table,
-                             bool(X.flags.c_contiguous), out)
+        kernel = _kernels.map_to_bins if X.flags.c_contiguous else _kernels.map_to_bins_by_column
+        kernel(X, self.thresholds, self.thr_offsets, pad, coarse, use_table, out)
         return out
+
+    def to_blocked(self, X_cols):
+        """The blocked row-major layout of column-major bins: a ``(n_blocks * n, B)``
+        array where value (r, f) sits at ``[(f // B) * n + r, f % B]``
+        (``B = block_width(F, max_bin)``)."""
+        n_features, n = X_cols.shape
+        width = block_width(n_features, self.max_bin)
+        out = np.empty((-(-n_features // width) * n, width), dtype=X_cols.dtype)
+        _kernels.columns_to_blocked(X_cols, out)
+        return out
+
+    def transform(self, X):
+        """Bin codes of ``X`` in the blocked row-major layout (``to_blocked``)."""
+        return self.to_blocked(self.transform_columns(X))
 
     def to_dict(self):
         return {"max_bin": self.max_bin, "thresholds": self.thresholds.tolist(),

@@ -68,17 +68,14 @@ class Dataset:
                 with stage("bin_edges"):
                     self.bin_mapper = BinMapper.fit(X, max_bin, self.weight, random_state=random_state)
             with stage("bin_map"):
-                self.X_binned = self.bin_mapper.transform(X)
-                self.X_cols = self.bin_mapper.to_columns(self.X_binned, n)
+                self.X_cols = self.bin_mapper.transform_columns(X)
             # the layout histograms are filled from: sparse rows when most cells sit in
-            # their feature's most frequent bin (then the dense blocked copy is dropped)
-            self.X_hist = self.X_binned
-            if reference is None:
-                with stage("bin_layout"):
-                    sparse = sparse_rows(self.X_cols, self.bin_mapper.feat_off)
-                if sparse is not None:
-                    self.X_hist = sparse
-                    self.X_binned = None
+            # their feature's most frequent bin, else the dense blocked row-major copy
+            with stage("bin_layout"):
+                sparse = None if reference is not None else sparse_rows(
+                    self.X_cols, self.bin_mapper.feat_off)
+                self.X_binned = self.bin_mapper.to_blocked(self.X_cols) if sparse is None else None
+            self.X_hist = self.X_binned if sparse is None else sparse
         self.reference = reference
         self.data = X  # kept (no copy of numpy input) for continued training and re-binning
 
