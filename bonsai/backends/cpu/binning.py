@@ -190,49 +190,51 @@ def summarize_columns(sample, weights, out_values, out_weights, out_sizes):
 #: row serves 16 features, where a per-feature gather loads a cache line per value
 #: (wide row-major data then streams the whole matrix once per feature)
 _GATHER_FEATURES = 16
-#: distinct values the insertion pass keeps before falling back to a sort
+#: distinct values the streaming pass of ``find_thresholds`` keeps before a feature
+#: falls back to a sort
 _SMALL_DISTINCT = 64
 
 
-@njit(cache=True)
-def _distinct_small(col, weights, unit, out_values, out_weights):
-    """``_distinct`` for columns with at most ``_SMALL_DISTINCT`` distinct values: one
-    pass of insertions into a short sorted list (no sort), or -1 once there are more.
-    Weights of equal values add in row order, as in the sort path (a stable sort)."""
-    k = 0
-    last = 0
-    for j in range(col.shape[0]):
-        v = col[j]
-        if np.isnan(v):
-            continue
-        w = 1.0 if unit else weights[j]
-        if k > 0 and out_values[last] == v:  # runs of one value (e.g. mostly zeros)
-            out_weights[last] += w
-            continue
-        p = 0
-        while p < k and out_values[p] < v:
-            p += 1
-        if p < k and out_values[p] == v:
-            out_weights[p] += w
-            last = p
-            continue
-        if k == _SMALL_DISTINCT:
-            return -1
-        for q in range(k, p, -1):
-            out_values[q] = out_values[q - 1]
-            out_weights[q] = out_weights[q - 1]
-        out_values[p] = v
-        out_weights[p] = w
-        last = p
-        k += 1
-    return k
+@njit(cache=True, inline="always")
+def _insert_small(v, w, vals, wts, base, k, last, c):
+    """Add value ``v`` (weight ``w``) to feature ``c``'s sorted list
+    ``vals[base:base + k[c]]``; ``last[c]`` is the last position hit (runs of one value
+    cost one comparison).  Returns False when the list would exceed ``_SMALL_DISTINCT``."""
+    lp = base + last[c]
+    if vals[lp] == v:
+        wts[lp] += w
+        return True
+    kk = k[c]
+    p = 0
+    while p < kk and vals[base + p] < v:
+        p += 1
+    if p < kk and vals[base + p] == v:
+        wts[base + p] += w
+        last[c] = p
+        return True
+    if kk == _SMALL_DISTINCT:
+        return False
+    for q in range(kk, p, -1):
+        vals[base + q] = vals[base + q - 1]
+        wts[base + q] = wts[base + q - 1]
+    vals[base + p] = v
+    wts[base + p] = w
+    last[c] = p
+    k[c] = kk + 1
+    return True
 
 
 @njit(parallel=True, cache=True)
 def find_thresholds(X, rows, weights, max_bin, n_chunks, out_thr, out_count):
-    """Bin thresholds of every feature straight from the sampled rows of ``X``: each
-    thread gathers ``_GATHER_FEATURES`` columns at a time, so memory stays O(rows) per
-    thread.  Low-cardinality columns skip the sort (``_distinct_small``).
+    """Bin thresholds of every feature straight from the sampled rows of ``X``.
+
+    Each thread takes a contiguous run of features.  Pass 1 streams the sampled rows
+    once (sequential reads of row-major data) and keeps, per feature, a short sorted
+    list of distinct values with their weights (in row order, as a stable sort adds
+    them); a feature leaves the pass once it has more than ``_SMALL_DISTINCT``
+    values.  Pass 2 gathers those features ``_GATHER_FEATURES`` at a time (one 64-byte
+    line of a float32 row serves 16 of them) and sorts them.  Memory stays O(rows)
+    per thread.
 
     Parameters
     ----------
@@ -240,34 +242,58 @@ def find_thresholds(X, rows, weights, max_bin, n_chunks, out_thr, out_count):
     rows : (m,) int64 sampled row indices, IN
     weights : (m,) float64 weights of the sampled rows, IN
     max_bin : int
-    n_chunks : int -- runs of feature groups (one per thread); no effect on results
+    n_chunks : int -- runs of features (one per thread); no effect on results
     out_thr : (F, max(max_bin - 1, 1)) float64, OUT
     out_count : (F,) int64, OUT -- thresholds written per feature
     """
     m = rows.shape[0]
     n_features = X.shape[1]
     unit = _all_ones(weights)
-    n_groups = (n_features + _GATHER_FEATURES - 1) // _GATHER_FEATURES
-    n_chunks = max(1, min(n_groups, n_chunks))
-    # one chunk of groups per thread, so the buffers are allocated (and page-faulted)
-    # once per thread, not once per group
+    n_chunks = max(1, min(n_features, n_chunks))
     for ci in prange(n_chunks):
-        buf = np.empty((_GATHER_FEATURES, m), X.dtype)
+        f0 = ci * n_features // n_chunks
+        f1 = (ci + 1) * n_features // n_chunks
+        nf = f1 - f0
+        # NaN never equals a listed value, so an empty list (k = 0) starts with a NaN
+        # sentinel in slot 0 that the first real value overwrites
+        vals = np.full(nf * _SMALL_DISTINCT, np.nan)
+        wts = np.zeros(nf * _SMALL_DISTINCT)
+        k = np.zeros(nf, np.int64)
+        last = np.zeros(nf, np.int64)
+        alive = np.ones(nf, np.bool_)
+        n_alive = nf
+        for j in range(m):
+            if n_alive == 0:
+                break
+            r = rows[j]
+            w = 1.0 if unit else weights[j]
+            for c in range(nf):
+                if alive[c]:
+                    v = np.float64(X[r, f0 + c])
+                    if not np.isnan(v) and not _insert_small(v, w, vals, wts, c * _SMALL_DISTINCT,
+                                                             k, last, c):
+                        alive[c] = False
+                        n_alive -= 1
+        big = np.flatnonzero(~alive)
+        for c in np.flatnonzero(alive):
+            base = c * _SMALL_DISTINCT
+            out_count[f0 + c] = greedy_thresholds(vals[base:base + k[c]], wts[base:base + k[c]],
+                                                  max_bin, out_thr[f0 + c])
+        if big.shape[0] == 0:
+            continue
+        buf = np.empty((min(_GATHER_FEATURES, big.shape[0]), m), X.dtype)
         values = np.empty(m)
-        wts = np.empty(m)
-        for gi in range(ci * n_groups // n_chunks, (ci + 1) * n_groups // n_chunks):
-            f0 = gi * _GATHER_FEATURES
-            f1 = min(n_features, f0 + _GATHER_FEATURES)
+        wv = np.empty(m)
+        for g0 in range(0, big.shape[0], _GATHER_FEATURES):
+            g1 = min(big.shape[0], g0 + _GATHER_FEATURES)
             for j in range(m):
                 r = rows[j]
-                for f in range(f0, f1):
-                    buf[f - f0, j] = X[r, f]
-            for f in range(f0, f1):
-                col = buf[f - f0]
-                k = _distinct_small(col, weights, unit, values, wts)
-                if k < 0:
-                    k = _distinct(col, weights, unit, values, wts)
-                out_count[f] = greedy_thresholds(values[:k], wts[:k], max_bin, out_thr[f])
+                for g in range(g0, g1):
+                    buf[g - g0, j] = X[r, f0 + big[g]]
+            for g in range(g0, g1):
+                kk = _distinct(buf[g - g0], weights, unit, values, wv)
+                out_count[f0 + big[g]] = greedy_thresholds(values[:kk], wv[:kk], max_bin,
+                                                           out_thr[f0 + big[g]])
 
 
 @njit(cache=True)
