@@ -204,11 +204,22 @@ def concat(trees, tree_class):
 class ObliviousEnsemble(NamedTuple):
     level_feature: np.ndarray
     level_threshold: np.ndarray
+    level_threshold32: np.ndarray   # float32, rounded down: exact for float32 inputs
     level_default_left: np.ndarray
     level_offset: np.ndarray
     leaf_value: np.ndarray
     leaf_offset: np.ndarray
     tree_class: np.ndarray
+
+
+def float32_floor(x):
+    """The largest float32 <= each float64 ``x``: for a float32 value v,
+    ``v > x  <=>  v > float32_floor(x)`` (and so ``v <= x`` likewise)."""
+    with np.errstate(over="ignore"):
+        f = x.astype(np.float32)
+    down = f.astype(np.float64) > x
+    f[down] = np.nextafter(f[down], np.float32(-np.inf))
+    return f
 
 
 def _oblivious_levels(tree):
@@ -234,9 +245,10 @@ def _oblivious_levels(tree):
 def concat_oblivious(trees, tree_class):
     parts = [_oblivious_levels(t) for t in trees]
     depths = [len(p[0]) for p in parts]
+    thr = np.asarray([x for p in parts for x in p[1]], dtype=np.float64)
     return ObliviousEnsemble(
         np.asarray([f for p in parts for f in p[0]], dtype=np.int32),
-        np.asarray([x for p in parts for x in p[1]], dtype=np.float64),
+        thr, float32_floor(thr),
         np.asarray([x for p in parts for x in p[2]], dtype=np.uint8),
         np.concatenate([[0], np.cumsum(depths)]).astype(np.int64),
         np.concatenate([p[3] for p in parts]) if parts else np.zeros(0),

@@ -302,7 +302,8 @@ def predict_raw(X, ens, out):
 def predict_oblivious(X, obl, out):
     """Add an all-oblivious ensemble's outputs to ``out (n, K)`` (branchless walk)."""
     k = _pick(_pred.predict_oblivious, X.shape[0] >= SERIAL_PREDICT_ROWS)
-    k(X, obl.level_feature, obl.level_threshold, obl.level_default_left, obl.level_offset,
+    thr = obl.level_threshold32 if X.dtype == np.float32 else obl.level_threshold
+    k(X, obl.level_feature, thr, obl.level_default_left, obl.level_offset,
       obl.leaf_value, obl.leaf_offset, obl.tree_class, out)
 
 

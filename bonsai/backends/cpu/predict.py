@@ -147,38 +147,54 @@ def predict_oblivious(X, level_feature, level_threshold, level_default_left, lev
                       leaf_value, leaf_offset, tree_class, out):
     """Branchless oblivious trees: the leaf index is built from one bit per level.
 
-    A block of 64 rows is first transposed to feature-major order, so that one level
-    of one tree is a compare over 64 contiguous values (the compiler vectorizes it),
-    the way CatBoost evaluates symmetric trees.
+    A block of 64 rows is first transposed to feature-major order (in X's own dtype),
+    so that one level of one tree is a single compare over 64 contiguous values (the
+    compiler vectorizes it), the way CatBoost evaluates symmetric trees.  The missing
+    direction picks the compare: ``x > thr`` sends NaN left, ``not x <= thr`` sends it
+    right.  Float32 inputs use float32 thresholds rounded down, which decide every
+    float32 value exactly as the float64 threshold does.  Each row's outputs are
+    accumulated in tree order, as in the other predictors.
 
-    level_* : (sum depth,) ; level_offset : (T + 1,) int64 ; leaf_value : (sum 2**depth,)
-    float64 ; leaf_offset : (T + 1,) int64 ; out : (n, K) float64, IN/OUT
+    level_* : (sum depth,), level_threshold of X's dtype ; level_offset : (T + 1,) int64 ;
+    leaf_value : (sum 2**depth,) float64 ; leaf_offset : (T + 1,) int64 ;
+    out : (n, K) float64, IN/OUT
     """
     n, n_features = X.shape
+    n_out = out.shape[1]
     n_trees = tree_class.shape[0]
     n_blocks = (n + _ROW_BLOCK - 1) // _ROW_BLOCK
+    one = np.int32(1)
     for blk in prange(n_blocks):
         r0 = blk * _ROW_BLOCK
         nb = min(n, r0 + _ROW_BLOCK) - r0
-        width = (nb + 7) & ~7  # lanes, padded to a multiple of 8 (a single row uses 8)
-        xt = np.empty((n_features, width))
+        width = (nb + 15) & ~15  # lanes, padded to a multiple of 16 (a single row uses 16)
+        xt = np.empty((n_features, width), X.dtype)
         for j in range(nb):
             for f in range(n_features):
                 xt[f, j] = X[r0 + j, f]
         for j in range(nb, width):
             for f in range(n_features):
                 xt[f, j] = 0.0
-        leaf = np.empty(width, np.int64)
+        acc = np.empty((n_out, width))
+        for k in range(n_out):
+            for j in range(nb):
+                acc[k, j] = out[r0 + j, k]
+        leaf = np.empty(width, np.int32)
         for t in range(n_trees):
             leaf[:] = 0
             for lv in range(level_offset[t], level_offset[t + 1]):
                 col = xt[level_feature[lv]]
                 thr = level_threshold[lv]
-                ndl = np.int64(1) - np.int64(level_default_left[lv])
-                for j in range(width):
-                    x = col[j]
-                    leaf[j] = (leaf[j] << np.int64(1)) | (np.int64(x > thr) | (np.int64(x != x) & ndl))
+                if level_default_left[lv]:
+                    for j in range(width):
+                        leaf[j] = (leaf[j] << one) | np.int32(col[j] > thr)
+                else:
+                    for j in range(width):
+                        leaf[j] = (leaf[j] << one) | np.int32(not col[j] <= thr)
             lb = leaf_offset[t]
-            k = tree_class[t]
+            a = acc[tree_class[t]]
             for j in range(nb):
-                out[r0 + j, k] += leaf_value[lb + leaf[j]]
+                a[j] += leaf_value[lb + leaf[j]]
+        for k in range(n_out):
+            for j in range(nb):
+                out[r0 + j, k] = acc[k, j]
