@@ -55,3 +55,24 @@ def prefetch_item(typingctx, arr, i):
         return context.get_dummy_value()
 
     return sig, codegen
+
+
+@intrinsic
+def prefetch_cell(typingctx, arr, row, col):
+    """Prefetch ``arr[row, col]`` (2-D array): with ``col`` the last column, the second
+    cache line of a row that straddles two."""
+    if not (isinstance(arr, types.Array) and arr.ndim == 2 and isinstance(row, types.Integer)
+            and isinstance(col, types.Integer)):
+        return None
+    sig = types.void(arr, row, col)
+
+    def codegen(context, builder, signature, args):
+        aryty, rowty, colty = signature.args
+        ary = context.make_array(aryty)(context, builder, args[0])
+        r = context.cast(builder, args[1], rowty, types.intp)
+        c = context.cast(builder, args[2], colty, types.intp)
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [r, c], wraparound=False)
+        _emit_prefetch(builder, ptr)
+        return context.get_dummy_value()
+
+    return sig, codegen
