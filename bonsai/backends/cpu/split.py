@@ -199,7 +199,12 @@ def find_best_splits(hist, slots, node_rows, feat_off, n_value_bins, feature_mas
             lc2 = np.int64(0)
             # threshold b sends value bins 0..b left; b == nv - 1 (all values left)
             # only makes sense with missing values going right.
+            last_ch = 0 if packed else 1
             for b in range(nv):
+                # an empty bin (b > 0) leaves the sums, so both candidates, exactly as at
+                # b - 1, which already won any tie: skip it (small nodes are mostly empty)
+                if b > 0 and H[base + b, last_ch] == 0 and H[base + b, 0] == 0:
+                    continue
                 la += H[base + b, 0]
                 if not packed:
                     lc2 += H[base + b, 1]
