@@ -165,8 +165,34 @@ def _layer_in_subprocess(env_layer):
     return out.stdout.split()
 
 
-def test_threading_layer_defaults_to_workqueue():
-    assert _layer_in_subprocess(None) == ["workqueue"] * 3
+def test_threading_layer_defaults_to_omp_or_workqueue():
+    layers = _layer_in_subprocess(None)
+    assert layers in (["omp"] * 3, ["workqueue"] * 3)
+
+
+def test_omp_layer_gets_short_spinning_without_leaking_the_variable():
+    """libgomp reads GOMP_SPINCOUNT when numba loads it; the variable is set only
+    around that load, and a user's own value wins."""
+    code = textwrap.dedent(f"""
+        import importlib.util, os, numba
+        spec = importlib.util.spec_from_file_location("_threads", {THREADS_PY!r})
+        mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
+        layer = mod.configure_threading_layer()
+        print(layer, os.environ.get("GOMP_SPINCOUNT", "unset"))
+    """)
+    env = dict(os.environ)
+    env.pop("NUMBA_THREADING_LAYER", None)
+    env.pop("GOMP_SPINCOUNT", None)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    layer, spin = out.stdout.split()
+    assert layer in ("omp", "workqueue") and spin == "unset"
+    env["GOMP_SPINCOUNT"] = "77"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[1] == "77"
 
 
 def test_threading_layer_respects_environment():
