@@ -87,8 +87,9 @@ def quantize(grad, hess, n_rows, out, quant_bins=0, seed=0):
     ``quant_bins`` levels and packed as ``g * 2**32 + h`` (one add per cell);
     ``quant_bins`` is lowered so that ``n_rows * quant_bins < 2**31``.
 
-    Returns ``scales = [grad scale, hess scale, count_bits, packed]`` (float64), which
-    every split kernel takes to turn cells back into sums.
+    Returns ``scales = [grad scale, hess scale, count_bits, packed, 1 / grad scale,
+    1 / hess scale]`` (float64), which every split kernel takes to turn cells back
+    into sums (exact-mode scales are powers of two: their reciprocals are exact).
     """
     max_g = float(np.max(np.abs(grad))) if grad.size else 0.0
     max_h = float(np.max(np.abs(hess))) if hess.size else 0.0
@@ -103,12 +104,12 @@ def quantize(grad, hess, n_rows, out, quant_bins=0, seed=0):
         sh = q / max_h if max_h > 0 else 1.0
         _pick(_hist.quantize_packed, grad.shape[0] >= MIN_ROWS_PER_THREAD)(
             grad, hess, sg, sh, np.uint64(seed), out)
-        return np.array([sg, sh, 0.0, 1.0])
+        return np.array([sg, sh, 0.0, 1.0, 1.0 / sg, 1.0 / sh])
     cb = count_bits(n_rows)
     sg = fixed_point_scale(max_g, n_rows)
     sh = fixed_point_scale(max_h, n_rows, FIXED_POINT_BITS - cb)
     _hist.quantize_gradients(grad, hess, sg, sh, cb, out)
-    return np.array([sg, sh, float(cb), 0.0])
+    return np.array([sg, sh, float(cb), 0.0, 1.0 / sg, 1.0 / sh])
 
 
 def _block_plan(starts, stops, slots, n_blocks, n_threads):
