@@ -84,21 +84,16 @@ def _split_gain(cg, ch, cc, tg, th, tc, scales, cfg, min_child_samples, parent):
     """Gain of sending (cg, ch, cc) left out of the node total (tg, th, tc), or -inf
     when a child breaks ``min_child_samples`` / ``min_child_weight``.
 
-    ``scales = [sg, sh, count_bits, packed, 1/sg, 1/sh]``: in exact mode the scales
-    are powers of two, so ``x * (1/s)`` is ``x / s`` bit for bit and the scan
-    multiplies (a division costs several times more); packed mode divides."""
+    ``scales = [sg, sh, count_bits, packed, 1/sg, 1/sh]``: the scan multiplies by the
+    reciprocals (a division costs several times more).  Exact-mode scales are powers
+    of two, so that is ``x / s`` bit for bit; in packed mode it is one fixed rounding.
+    (A branch between the two forms here made leaf-wise split finding twice slower.)"""
     if cc < min_child_samples or tc - cc < min_child_samples:
         return NEG_INF
-    if scales[3] == 0.0:
-        hl = ch * scales[5]
-        hr = (th - ch) * scales[5]
-        gl = cg * scales[4]
-        gr = (tg - cg) * scales[4]
-    else:
-        hl = ch / scales[1]
-        hr = (th - ch) / scales[1]
-        gl = cg / scales[0]
-        gr = (tg - cg) / scales[0]
+    hl = ch * scales[5]
+    hr = (th - ch) * scales[5]
+    gl = cg * scales[4]
+    gr = (tg - cg) * scales[4]
     if hl < cfg[3] or hr < cfg[3]:
         return NEG_INF
     return (leaf_score(gl, hl, cfg[0], cfg[1], cfg[2])
