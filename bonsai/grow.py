@@ -69,6 +69,7 @@ class Grower:
         self.missing_bin = bin_mapper.missing_bin
         self.n_threads = n_threads
         self.pool = backend.HistogramPool(int(self.feat_off[-1]),
+                                          capacity=self._pool_capacity(params, n_threads),
                                           channels=1 if params.quantized_grad else 2)
         self.tmp = np.empty(n_sampled_max, IDX)
         p = params
@@ -79,6 +80,20 @@ class Grower:
         self.cfg = np.array([p.reg_lambda, p.reg_alpha, p.max_delta_step,
                              p.min_child_weight, p.min_split_gain])
         self.colsample = (p.colsample_bytree, p.colsample_bylevel, p.colsample_bynode)
+
+    @staticmethod
+    def _pool_capacity(p, n_threads):
+        """Histograms alive at once: one per splittable leaf of the frontier (at most
+        ``2**(max_depth - 1)`` or ``max_leaves``), plus one per extra thread piece.
+        Sizing the pool once avoids doubling it mid-fit (a copy that briefly holds
+        both arrays: +15 MB of peak memory on 1M x 28, depth 8)."""
+        caps = []
+        if p.max_depth > 0:
+            caps.append(1 << (p.max_depth - 1))
+        if p.max_leaves > 0:
+            caps.append(p.max_leaves)
+        live = min(caps) if caps else 64  # unbounded trees: grow by doubling
+        return int(min(live, 1 << 16)) + n_threads + 2
 
     # ---- column sampling -------------------------------------------------------
     def _sample(self, rng, avail, frac):
