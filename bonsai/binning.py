@@ -34,7 +34,7 @@ class SparseRows(NamedTuple):
     (``feat_off[f] + bin``, uint16) of its cells whose bin is not feature f's
     ``default_bin`` in ``bins[ptr[r]:ptr[r+1]]``; a fill restores the default bins
     from the node totals."""
-    ptr: np.ndarray          # (n + 1,) int64
+    ptr: np.ndarray          # (n + 1,) uint32
     bins: np.ndarray         # (nnz,) uint16
     default_bin: np.ndarray  # (F,) int64
 
@@ -51,12 +51,15 @@ def sparse_rows(X_cols, feat_off, max_fraction=None):
     _kernels.default_bins(X_cols, np.diff(feat_off).astype(np.int64), dflt, count)
     if (n_features * n - int(count.sum())) > max_fraction * n_features * n:
         return None
-    per_row = np.empty(n, np.int64)
+    per_row = np.empty(n, np.uint32)
     _kernels.sparse_row_counts(X_cols, dflt, per_row)
-    ptr = np.empty(n + 1, np.int64)
+    nnz = int(per_row.sum(dtype=np.int64))
+    if nnz >= 1 << 32:  # row pointers are uint32 (half the memory of int64)
+        return None
+    ptr = np.empty(n + 1, np.uint32)
     ptr[0] = 0
     np.cumsum(per_row, out=ptr[1:])
-    bins = np.empty(int(ptr[-1]), np.uint16)
+    bins = np.empty(nnz, np.uint16)
     _kernels.sparse_row_fill(X_cols, dflt, feat_off, ptr, bins)
     return SparseRows(ptr, bins, dflt)
 

@@ -196,7 +196,8 @@ def _fill_sparse(ptr, bins, gh, idx, identity, start, stop, out, tot):
             if i < pf1:
                 ra = idx[i + d]
                 prefetch_item(bins, ptr[ra])
-                prefetch_item(bins, max(ptr[ra + np.uintp(1)] - 1, ptr[ra]))
+                e = np.uintp(ptr[ra + np.uintp(1)])
+                prefetch_item(bins, e - np.uintp(e > np.uintp(ptr[ra])))  # the row's last cell
                 prefetch_row(gh, ra)
             r = np.uintp(idx[i])
         k0 = np.uintp(ptr[r])
@@ -227,7 +228,7 @@ def build_histograms_sparse(ptr, bins, gh, idx, identity, task_start, task_stop,
 
     Parameters
     ----------
-    ptr : (n + 1,) int64, IN -- row r's cells are ``bins[ptr[r]:ptr[r+1]]``
+    ptr : (n + 1,) uint32, IN -- row r's cells are ``bins[ptr[r]:ptr[r+1]]``
     bins : (nnz,) uint16 global histogram indices ``feat_off[f] + bin`` of the cells
         whose bin is not feature f's default bin, IN
     gh, idx, identity, task_start, task_stop, task_slot, thread_ptr : as ``build_histograms``
