@@ -27,6 +27,9 @@ def warmup(verbose=False):
                        "subsample": 0.8, "min_child_samples": 5}, ds, valid_sets=[ds])
             b.predict(X_)
             b.predict(X_, pred_leaf=True)
+    # mostly-zero columns: the sparse-rows histogram layout and its kernels
+    Xs = (rng.random((600, 6)) < 0.1).astype(np.float32)
+    train({"objective": "binary", "n_estimators": 2}, Dataset(Xs, label=y_bin)).predict(Xs)
     ds = Dataset(X, label=y_mc)
     train({"objective": "multiclass", "num_class": 3, "n_estimators": 2}, ds).predict(X)
     train({"objective": "binary", "n_estimators": 2, "quantized_grad": True},
