@@ -162,6 +162,17 @@ class Grower:
     def _select(self, frontier, nodes, n_leaves, scales, state):
         if self.policy == "oblivious":
             return self._select_level(frontier, nodes, scales, state)
+        if self.policy == "leafwise":
+            if self.max_leaves > 0 and self.max_leaves - n_leaves <= 0:
+                return []
+            # the first frontier node with the highest gain (what the stable sort
+            # below picks), without numpy round trips: this runs once per split
+            best, pick = NEG_INF, -1
+            for n in frontier:
+                g = nodes.gain[n]
+                if g > best:
+                    best, pick = g, n
+            return [] if pick < 0 else [pick]
         gains = np.array([nodes.gain[n] for n in frontier])
         valid = np.flatnonzero(gains > NEG_INF)
         if valid.size == 0:
@@ -169,8 +180,6 @@ class Grower:
         budget = (self.max_leaves - n_leaves) if self.max_leaves > 0 else valid.size
         if budget <= 0:
             return []
-        if self.policy == "leafwise":
-            budget = 1
         # highest gain first; stable sort keeps the lower node id first among ties
         order = valid[np.argsort(-gains[valid], kind="stable")][:budget]
         return sorted(frontier[i] for i in order)

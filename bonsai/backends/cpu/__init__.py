@@ -51,6 +51,10 @@ class HistogramPool:
         self.free.append(int(slot))
 
 
+_EMPTY_PLAN = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
+               np.zeros(2, np.int64))
+
+
 def plan_pieces(starts, stops, n_threads, min_rows=None):
     """Cut the concatenated ranges ``[starts[i], stops[i])`` into per-thread pieces.
 
@@ -58,9 +62,17 @@ def plan_pieces(starts, stops, n_threads, min_rows=None):
     consecutive and in row order; thread ``j`` owns pieces
     ``thread_ptr[j]:thread_ptr[j+1]``.
     """
+    min_rows = MIN_ROWS_PER_THREAD if min_rows is None else min_rows
+    if starts.shape[0] == 1:  # one node (leaf-wise): equal row pieces, no numpy searches
+        a, b = int(starts[0]), int(stops[0])
+        n_t = int(max(1, min(n_threads, (b - a) // min_rows)))
+        if b == a:
+            return _EMPTY_PLAN
+        cuts = [a + ((b - a) * j) // n_t for j in range(n_t + 1)]
+        return (np.zeros(n_t, np.int64), np.array(cuts[:-1], np.int64),
+                np.array(cuts[1:], np.int64), np.arange(n_t + 1, dtype=np.int64))
     sizes = stops - starts
     total = int(sizes.sum())
-    min_rows = MIN_ROWS_PER_THREAD if min_rows is None else min_rows
     n_t = int(max(1, min(n_threads, total // min_rows)))
     if n_t == 1:  # one thread: each non-empty node is one piece (the common small case)
         node = np.flatnonzero(sizes > 0)
