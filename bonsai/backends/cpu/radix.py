@@ -9,7 +9,32 @@ import numpy as np
 from numba import njit
 
 _RADIX_BITS = 11
-_RADIX_MASK = np.uint32((1 << _RADIX_BITS) - 1)
+_RADIX_MASK = np.uint64((1 << _RADIX_BITS) - 1)
+
+
+@njit(cache=True)
+def _lsd_passes(src, dst, n_passes):
+    """``n_passes`` stable counting-sort passes of ``_RADIX_BITS`` bits each, least
+    significant first, ping-ponging between ``src`` and ``dst`` (unsigned keys of one
+    dtype); returns the array that holds the sorted keys."""
+    count = np.empty(1 << _RADIX_BITS, np.int64)
+    for p in range(n_passes):
+        shift = np.uint64(p * _RADIX_BITS)
+        count[:] = 0
+        for i in range(src.shape[0]):
+            count[(np.uint64(src[i]) >> shift) & _RADIX_MASK] += 1
+        total = 0
+        for b in range(count.shape[0]):
+            c = count[b]
+            count[b] = total
+            total += c
+        for i in range(src.shape[0]):
+            v = src[i]
+            b = (np.uint64(v) >> shift) & _RADIX_MASK
+            dst[count[b]] = v
+            count[b] += 1
+        src, dst = dst, src
+    return src
 
 
 @njit(cache=True)
@@ -28,26 +53,8 @@ def radix_sort_f32(col, scratch):
             keys[i] = ~k                                        # negative: reversed
         else:
             keys[i] = k | sign
-    count = np.empty(1 << _RADIX_BITS, np.int64)
-    src = keys
-    dst = scratch[:n]
-    for p in range(3):
-        shift = np.uint32(p * _RADIX_BITS)
-        count[:] = 0
-        for i in range(n):
-            count[(src[i] >> shift) & _RADIX_MASK] += 1
-        total = 0
-        for b in range(count.shape[0]):
-            c = count[b]
-            count[b] = total
-            total += c
-        for i in range(n):
-            v = src[i]
-            b = (v >> shift) & _RADIX_MASK
-            dst[count[b]] = v
-            count[b] += 1
-        src, dst = dst, src
-    for i in range(n):  # three passes: the sorted keys are in scratch
+    src = _lsd_passes(keys, scratch[:n], 3)  # odd: the sorted keys are in scratch
+    for i in range(n):
         k = src[i]
         if k == np.uint32(0xFFFFFFFF):
             keys[i] = np.uint32(0x7FC00000)
@@ -75,27 +82,8 @@ def radix_sort_f64(col, scratch):
             keys[i] = ~k
         else:
             keys[i] = k | sign
-    count = np.empty(1 << _RADIX_BITS, np.int64)
-    mask = np.uint64((1 << _RADIX_BITS) - 1)
-    src = keys
-    dst = scratch[:n]
-    for p in range(6):
-        shift = np.uint64(p * _RADIX_BITS)
-        count[:] = 0
-        for i in range(n):
-            count[(src[i] >> shift) & mask] += 1
-        total = 0
-        for b in range(count.shape[0]):
-            c = count[b]
-            count[b] = total
-            total += c
-        for i in range(n):
-            v = src[i]
-            b = (v >> shift) & mask
-            dst[count[b]] = v
-            count[b] += 1
-        src, dst = dst, src
-    for i in range(n):  # six passes: the sorted keys are back in ``keys``
+    src = _lsd_passes(keys, scratch[:n], 6)  # even: the sorted keys are back in keys
+    for i in range(n):
         k = src[i]
         if k == nan_key:
             keys[i] = np.uint64(0x7FF8000000000000)
