@@ -208,6 +208,25 @@ def _layer_initialized() -> str | None:
 #: 1.35 / 2.36 and 3.17 / 3.65 (5000 spins: 2.93 idle but 4.29 busy leaf-wise).
 GOMP_SPINCOUNT = 1000
 _chosen_layer = None
+# Set in a child forked after the parent launched numba's OpenMP threads: numba would
+# terminate the child at its first parallel region, so thread_context raises instead.
+_forked_after_omp = False
+
+
+def _after_fork_in_child():
+    global _forked_after_omp
+    if _layer_initialized() == "omp":
+        _forked_after_omp = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def forked_after_omp() -> bool:
+    """True in a child forked after numba's OpenMP threads ran in the parent: only
+    serial kernels may run here (prediction falls back to them; training raises)."""
+    return _forked_after_omp
 
 
 def _omp_available() -> bool:
@@ -295,6 +314,14 @@ def thread_context(n: int) -> Iterator[int]:
     configure_threading_layer()
     import numba
 
+    if _forked_after_omp and _layer_initialized() == "omp":
+        raise RuntimeError(
+            "bonsai cannot train in a process forked from one that already ran bonsai's "
+            "parallel kernels on numba's GNU OpenMP threading layer (GNU OpenMP is not "
+            "fork-safe; LightGBM and XGBoost share this limit; prediction still works, "
+            "on one thread). Start worker processes "
+            "with multiprocessing's 'spawn' or 'forkserver' method, or set "
+            "NUMBA_THREADING_LAYER=workqueue before importing bonsai.")
     n_eff = max(1, min(int(n), int(numba.config.NUMBA_NUM_THREADS)))
     prev = numba.get_num_threads()  # launches numba's threads if needed
     locked = _layer_initialized() == "workqueue"

@@ -126,7 +126,7 @@ class Booster:
         t0, t1 = self._tree_range(iteration_range)
         ens, obl = self._ensemble(t0, t1)
         backend = _CPU
-        small = X.shape[0] < backend.SERIAL_PREDICT_ROWS  # serial kernels: no thread setup
+        small = not backend.parallel_predict(X.shape[0])  # serial kernels: no thread setup
         with contextlib.nullcontext() if small else thread_context(resolve_n_threads(self.n_threads)):
             if pred_leaf:
                 out = np.zeros((X.shape[0], t1 - t0), np.int32)

@@ -198,3 +198,44 @@ def test_omp_layer_gets_short_spinning_without_leaking_the_variable():
 def test_threading_layer_respects_environment():
     first, active, again = _layer_in_subprocess("omp")
     assert first == "omp" and active == "omp" and again == "omp"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_forked_child_predicts_serially_and_refuses_to_train_clearly():
+    """GNU OpenMP is not fork-safe: in a child forked after bonsai ran parallel
+    kernels, prediction falls back to the serial kernels (same outputs) and training
+    raises a RuntimeError that says what to do, instead of the process aborting."""
+    code = textwrap.dedent("""
+        import multiprocessing as mp, numpy as np, numba, bonsai
+        def work(q, b, X):
+            out = [b.predict(X).tolist()]
+            try:
+                bonsai.train({"objective": "binary"}, bonsai.Dataset(X, (X[:, 0] > 0) * 1.0), 2)
+                out.append("trained")
+            except RuntimeError as e:
+                out.append(str(e))
+            q.put(out)
+        if __name__ == "__main__":
+            X = np.random.default_rng(0).normal(size=(3000, 4))
+            b = bonsai.train({"objective": "binary", "n_threads": 2},
+                             bonsai.Dataset(X, (X[:, 0] > 0) * 1.0), 3)
+            ctx = mp.get_context("fork")
+            q = ctx.Queue()
+            p = ctx.Process(target=work, args=(q, b, X))
+            p.start()
+            pred, msg = q.get(timeout=60)
+            p.join(60)
+            assert p.exitcode == 0, p.exitcode
+            assert pred == b.predict(X).tolist()
+            if numba.threading_layer() == "omp":
+                assert "spawn" in msg and "forkserver" in msg, msg
+            else:
+                assert msg == "trained", msg
+            print("ok", numba.threading_layer())
+    """)
+    env = dict(os.environ)
+    env.pop("NUMBA_THREADING_LAYER", None)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=180, cwd=os.path.dirname(os.path.dirname(os.path.abspath(THREADS_PY))))
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split()[0] == "ok"

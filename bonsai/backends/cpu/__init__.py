@@ -301,20 +301,28 @@ def leaf_sums(grad, hess, idx, leaf_start, leaf_stop):
 SERIAL_PREDICT_ROWS = 512
 
 
+def parallel_predict(n_rows):
+    """Whether a prediction over ``n_rows`` rows runs the parallel kernels: not for
+    small batches, and never in a child forked after OpenMP threads ran (serial
+    kernels still work there; a parallel region would abort the child)."""
+    from ..._threads import forked_after_omp
+    return n_rows >= SERIAL_PREDICT_ROWS and not forked_after_omp()
+
+
 def predict_raw(X, ens, out):
     """Add the ensemble's outputs to ``out (n, K)``."""
     if X.shape[0] <= 4:
         _pred.predict_records_walk(X, ens.records, ens.tree_offset, ens.tree_depth,
                                    ens.tree_class, out)
         return
-    k = _pick(_pred.predict_records, X.shape[0] >= SERIAL_PREDICT_ROWS)
+    k = _pick(_pred.predict_records, parallel_predict(X.shape[0]))
     k(X, ens.records, ens.tree_offset, ens.tree_depth, ens.tree_class, ens.chunk_ptr, out)
 
 
 
 def predict_oblivious(X, obl, out):
     """Add an all-oblivious ensemble's outputs to ``out (n, K)`` (branchless walk)."""
-    k = _pick(_pred.predict_oblivious, X.shape[0] >= SERIAL_PREDICT_ROWS)
+    k = _pick(_pred.predict_oblivious, parallel_predict(X.shape[0]))
     thr = obl.level_threshold32 if X.dtype == np.float32 else obl.level_threshold
     k(X, obl.level_feature, thr, obl.level_default_left, obl.level_offset,
       obl.leaf_value, obl.leaf_offset, obl.tree_class, out)
@@ -322,7 +330,7 @@ def predict_oblivious(X, obl, out):
 
 def predict_leaf(X, ens, out):
     """Leaf index of every row in every tree, ``out (n, T) int32``."""
-    k = _pick(_pred.predict_leaf, X.shape[0] >= SERIAL_PREDICT_ROWS)
+    k = _pick(_pred.predict_leaf, parallel_predict(X.shape[0]))
     k(X, ens.feature, ens.threshold, ens.default_left, ens.left, ens.right, ens.tree_offset, out)
 
 
