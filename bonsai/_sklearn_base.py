@@ -1,0 +1,309 @@
+"""The shared machinery behind the scikit-learn estimators (``bonsai.sklearn``): input
+checks at the ``fit`` / ``predict`` boundary, the constructor-argument table and
+``_BonsaiModel`` (fit, eval sets, early stopping results, importances, save/load).
+The public estimators and their conventions are documented in ``bonsai.sklearn``.
+"""
+import os
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
+
+from ._params import PARAM_TABLE, validate_params
+from .booster import Booster
+from .boosting import train
+from .dataset import Dataset
+
+
+_D = {spec.name: spec.default for spec in PARAM_TABLE}
+
+_SPARSE = ("csr", "csc", "coo")
+_CLASSIFICATION_OBJECTIVES = ("binary", "multiclass")
+_IMPORTANCE_TYPES = ("gain", "split")
+
+
+# ---------------------------------------------------------------------------
+# Input checks (the fit / predict boundary).
+# ---------------------------------------------------------------------------
+
+def _dense(X):
+    return X.toarray() if hasattr(X, "toarray") else X
+
+
+def _check_weight(w, n, name):
+    """(n,) finite, non-negative, not-all-zero float64 weights, or ValueError naming ``name``."""
+    if w is None:
+        return None
+    if hasattr(w, "to_numpy"):
+        w = w.to_numpy()
+    try:
+        w = np.asarray(w, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be numeric") from None
+    if w.ndim == 0:  # a scalar weight applies to every row, as in sklearn
+        w = np.full(n, float(w))
+    if w.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {w.shape}")
+    if w.shape[0] != n:
+        raise ValueError(f"{name} has {w.shape[0]} entries but X has {n} rows")
+    bad = ~np.isfinite(w)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{name} contains a non-finite value ({w[i]}) at index {i}")
+    if (w < 0).any():
+        i = int(np.flatnonzero(w < 0)[0])
+        raise ValueError(f"{name} contains a negative value ({w[i]}) at index {i}")
+    if not w.sum() > 0:
+        raise ValueError(f"{name} must not be all zero")
+    return w
+
+
+def _check_y_1d(y, n, name):
+    """1-D labels of length n (a column vector is raveled with a warning, as in sklearn)."""
+    if hasattr(y, "to_numpy") and not isinstance(y, np.ndarray):
+        y = y.to_numpy()
+    y = column_or_1d(y, warn=True, input_name=name)
+    if y.shape[0] != n:
+        raise ValueError(f"{name} has {y.shape[0]} entries but X has {n} rows")
+    return y
+
+
+def _check_finite_y(y, name):
+    if y.dtype.kind in "fc":
+        bad = ~np.isfinite(y)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            what = "NaN" if np.isnan(y[i]) else "infinity"
+            raise ValueError(f"Input {name} contains {what} (at index {i}); labels must be finite")
+    elif y.dtype.kind == "O":
+        for i, v in enumerate(y):
+            if isinstance(v, (float, np.floating)) and not np.isfinite(v):
+                raise ValueError(f"Input {name} contains a non-finite value ({v}) at index {i}")
+
+
+def _as_booster(init_model):
+    if init_model is None or isinstance(init_model, Booster):
+        return init_model
+    if isinstance(init_model, (str, os.PathLike)):
+        return Booster(model_file=init_model)
+    if isinstance(init_model, _BonsaiModel):
+        check_is_fitted(init_model)
+        return init_model.booster_
+    raise TypeError("init_model must be a Booster, a model file path or a fitted bonsai "
+                    f"estimator, got {type(init_model).__name__}")
+
+
+# ---------------------------------------------------------------------------
+# The shared base.
+# ---------------------------------------------------------------------------
+
+class _BonsaiModel(BaseEstimator):
+    """Fit / predict plumbing shared by the regressor and the classifier."""
+
+    # -- subclass hooks -------------------------------------------------------
+    def _prepare_y(self, y):
+        """Validated training labels -> (float64 encoded labels, extra params)."""
+        raise NotImplementedError
+
+    def _encode_eval_y(self, y, name):
+        raise NotImplementedError
+
+    def _extra(self):
+        return {"sklearn_class": type(self).__name__}
+
+    def _restore_extra(self, booster):
+        pass
+
+    # -- params ---------------------------------------------------------------
+    def _train_params(self, extra):
+        params = self.get_params(deep=False)
+        importance_type = params.pop("importance_type")
+        if importance_type not in _IMPORTANCE_TYPES:
+            raise ValueError(f"importance_type must be one of {_IMPORTANCE_TYPES}, "
+                             f"got {importance_type!r}")
+        params.update(extra)
+        return validate_params(params)
+
+    # -- fit --------------------------------------------------------------------
+    def fit(self, X, y, sample_weight=None, init_score=None, eval_set=None,
+            eval_sample_weight=None, eval_names=None, callbacks=None, init_model=None):
+        """Build the boosted trees from (X, y).
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix (n_samples, n_features); NaN = missing
+        y : array-like (n_samples,) -- targets (regressor) or class labels (classifier)
+        sample_weight : array-like (n_samples,), optional -- finite, >= 0
+        init_score : array-like (n_samples,) or (n_samples, K), optional -- start margins
+        eval_set : list of (X, y) pairs, optional -- evaluated after every round
+            (the last one drives early stopping)
+        eval_sample_weight : list of array-like or None, optional -- one per eval set
+        eval_names : list of str, optional -- default ``valid_0``, ``valid_1``, ...
+        callbacks : list of bonsai.TrainingCallback, optional
+        init_model : Booster, model file path or fitted estimator, optional --
+            continue training from it
+
+        Returns
+        -------
+        self
+        """
+        self.__dict__.pop("booster_", None)  # a failed refit leaves the estimator unfitted
+        X, y = validate_data(self, X, y, accept_sparse=_SPARSE, dtype=(np.float64, np.float32),
+                             ensure_all_finite=False, y_numeric=False)
+        X = _dense(X)
+        n = X.shape[0]
+        y = _check_y_1d(y, n, "y")
+        _check_finite_y(y, "y")
+        y_enc, extra_params = self._prepare_y(y)
+        params = self._train_params(extra_params)
+        w = _check_weight(sample_weight, n, "sample_weight")
+        eval_pairs = self._check_eval_set(eval_set, eval_sample_weight, eval_names)
+        if params.early_stopping_rounds is not None and not eval_pairs:
+            raise ValueError(f"early_stopping_rounds={params.early_stopping_rounds} needs "
+                             "an eval_set to monitor; pass fit(..., eval_set=[(X_val, y_val)])")
+        init_booster = _as_booster(init_model)
+        self._check_init_model(init_booster)
+
+        names = list(getattr(self, "feature_names_in_", [])) or None
+        train_set = Dataset(X, label=y_enc, weight=w, init_score=init_score,
+                            feature_names=names, max_bin=params.max_bin,
+                            reference=None, random_state=params.random_state)
+        valid_sets, valid_names = [], []
+        for name, Xv, yv, wv in eval_pairs:
+            valid_sets.append(Dataset(Xv, label=yv, weight=wv, feature_names=names,
+                                      reference=train_set))
+            valid_names.append(name)
+        booster = train(params, train_set, valid_sets=valid_sets or None,
+                        valid_names=valid_names or None, callbacks=callbacks,
+                        init_model=init_booster)
+        booster.extra.update(self._extra())
+        self._set_fitted(booster)
+        return self
+
+    def _check_eval_set(self, eval_set, eval_sample_weight, eval_names):
+        """Validate eval sets -> [(name, X, encoded y, weight)]."""
+        if eval_set is None:
+            return []
+        if (isinstance(eval_set, tuple) and len(eval_set) == 2
+                and not isinstance(eval_set[0], (tuple, list))):
+            eval_set = [eval_set]  # a single (X, y) pair
+        if not isinstance(eval_set, (list, tuple)) or not all(
+                isinstance(p, (tuple, list)) and len(p) == 2 for p in eval_set):
+            raise TypeError("eval_set must be a list of (X, y) pairs")
+        k = len(eval_set)
+        if eval_names is None:
+            eval_names = [f"valid_{i}" for i in range(k)]
+        elif isinstance(eval_names, str):
+            eval_names = [eval_names]
+        eval_names = list(eval_names)
+        if len(eval_names) != k or not all(isinstance(s, str) for s in eval_names):
+            raise ValueError(f"eval_names must be {k} str, one per eval_set entry; "
+                             f"got {eval_names!r}")
+        if len(set(eval_names)) != k:
+            raise ValueError(f"eval_names must be unique, got {eval_names!r}")
+        if eval_sample_weight is None:
+            eval_sample_weight = [None] * k
+        eval_sample_weight = list(eval_sample_weight)
+        if len(eval_sample_weight) != k:
+            raise ValueError(f"eval_sample_weight has {len(eval_sample_weight)} entries "
+                             f"but eval_set has {k}")
+        out = []
+        for i, ((Xv, yv), wv, name) in enumerate(zip(eval_set, eval_sample_weight, eval_names)):
+            Xv = _dense(validate_data(self, Xv, accept_sparse=_SPARSE, reset=False,
+                                      dtype=(np.float64, np.float32), ensure_all_finite=False))
+            nv = Xv.shape[0]
+            yv = _check_y_1d(yv, nv, f"eval_set[{i}] y")
+            _check_finite_y(yv, f"eval_set[{i}] y")
+            yv = self._encode_eval_y(yv, f"eval_set[{i}] y")
+            wv = _check_weight(wv, nv, f"eval_sample_weight[{i}]")
+            out.append((name, Xv, yv, wv))
+        return out
+
+    def _check_init_model(self, booster):
+        pass
+
+    def _set_fitted(self, booster):
+        self.booster_ = booster
+        self.n_estimators_ = booster.num_boosted_rounds()
+        self.best_iteration_ = booster.best_iteration
+        self.evals_result_ = {d: {m: list(v) for m, v in ms.items()}
+                              for d, ms in booster.evals_result.items()}
+        at = -1 if self.best_iteration_ is None else None
+        best = {}
+        for d, ms in self.evals_result_.items():
+            best[d] = {}
+            for m, v in ms.items():
+                if not v:
+                    continue
+                if at is None:  # the log covers only this fit's rounds
+                    first = self.n_estimators_ - len(v)
+                    idx = min(max(self.best_iteration_ - first, 0), len(v) - 1)
+                else:
+                    idx = at
+                best[d][m] = v[idx]
+        self.best_score_ = best
+
+    # -- predict ------------------------------------------------------------------
+    def _check_X(self, X):
+        check_is_fitted(self)
+        X = validate_data(self, X, accept_sparse=_SPARSE, reset=False,
+                          dtype=(np.float64, np.float32), ensure_all_finite=False)
+        return _dense(X)
+
+    def _raw_predict(self, X, output_margin=False, iteration_range=None):
+        X = self._check_X(X)
+        return self.booster_.predict(X, output_margin=output_margin,
+                                     iteration_range=iteration_range)
+
+    def apply(self, X, iteration_range=None):
+        """Leaf index reached in every tree, shape (n_samples, n_trees) int32."""
+        X = self._check_X(X)
+        return self.booster_.predict(X, iteration_range=iteration_range, pred_leaf=True)
+
+    @property
+    def feature_importances_(self):
+        """Raw total importance per feature (see ``importance_type``), shape (n_features,)."""
+        check_is_fitted(self)
+        if self.importance_type not in _IMPORTANCE_TYPES:
+            raise ValueError(f"importance_type must be one of {_IMPORTANCE_TYPES}, "
+                             f"got {self.importance_type!r}")
+        return self.booster_.feature_importance(self.importance_type)
+
+    # -- model files ------------------------------------------------------------
+    def save_model(self, path):
+        """Write the fitted model as a bonsai JSON model file (returns self)."""
+        check_is_fitted(self)
+        self.booster_.extra.update(self._extra())
+        self.booster_.save_model(path)
+        return self
+
+    def load_model(self, path):
+        """Load a model file written by ``save_model`` (or a native Booster) into
+        this estimator and make it fitted (returns self).  Constructor arguments
+        are left unchanged."""
+        booster = Booster(model_file=path)
+        cls = booster.extra.get("sklearn_class")
+        if cls is not None and cls != type(self).__name__:
+            raise ValueError(f"{path!s} holds a {cls} model; load it with {cls}().load_model")
+        self._restore_extra(booster)
+        for attr in ("feature_names_in_", "n_features_in_"):
+            self.__dict__.pop(attr, None)
+        self.n_features_in_ = booster.n_features
+        if booster.feature_names is not None:
+            self.feature_names_in_ = np.asarray(booster.feature_names, dtype=object)
+        self._set_fitted(booster)
+        return self
+
+    def __sklearn_is_fitted__(self):
+        return hasattr(self, "booster_")
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True
+        tags.input_tags.sparse = True
+        return tags
+
+
+# ---------------------------------------------------------------------------
+# Regressor.
+# ---------------------------------------------------------------------------
