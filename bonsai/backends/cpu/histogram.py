@@ -63,6 +63,16 @@ def quantize_packed(grad, hess, scale_g, scale_h, seed, out):
         out[i, 0] = (gq << np.int64(32)) + hq
 
 
+@njit(cache=True, inline="always")
+def _prefetch_bins(X_binned, row, last):
+    """Prefetch every cache line of a row of bins: its first byte, each 64 bytes on,
+    and its last byte (a row of B bytes spans up to ceil(B / 64) + 1 lines)."""
+    prefetch_row(X_binned, row)
+    for o in range(np.uintp(64), last, np.uintp(64)):
+        prefetch_cell(X_binned, row, o)
+    prefetch_cell(X_binned, row, last)
+
+
 @njit(cache=True, nogil=True)
 def _fill_packed(X_binned, row_base, f_lo, f_hi, feat_off, gh, idx, identity, start, stop, out):
     """One add per (row, feature): the packed quantized cell."""
@@ -76,8 +86,7 @@ def _fill_packed(X_binned, row_base, f_lo, f_hi, feat_off, gh, idx, identity, st
         else:
             if i < pf_stop:
                 r_ahead = idx[i + np.uintp(PREFETCH_DISTANCE)]
-                prefetch_row(X_binned, row_base + r_ahead)
-                prefetch_cell(X_binned, row_base + r_ahead, last)
+                _prefetch_bins(X_binned, row_base + r_ahead, last)
                 prefetch_row(gh, r_ahead)
             r = np.uintp(idx[i])
         v = gh[r, 0]
@@ -105,9 +114,10 @@ def _fill_range(X_binned, row_base, f_lo, f_hi, feat_off, gh, start, stop, out):
 
 @njit(cache=True, nogil=True)
 def _fill_rows(X_binned, row_base, f_lo, f_hi, feat_off, gh, idx, start, stop, out):
-    """Gathered rows ``idx[start:stop]``, prefetched ``PREFETCH_DISTANCE`` rows ahead:
-    both ends of the row (measured on cold leaf-wise nodes of 1k-50k rows, 1M x 28:
-    35 -> 19 ns a row once the second line of straddling rows is prefetched too)."""
+    """Gathered rows ``idx[start:stop]``, prefetched ``PREFETCH_DISTANCE`` rows ahead,
+    every cache line of the row (measured on cold leaf-wise nodes of 1k-50k rows, 1M x
+    28: 35 -> 19 ns a row once the second line of straddling rows is prefetched too;
+    500k x 90, 64 nodes of a depth-7 level: 10.2 -> 5.7 ms with the middle line)."""
     width = np.uintp(f_hi - f_lo)
     last = np.uintp(X_binned.shape[1] - 1)
     fo = feat_off[f_lo:f_hi]
@@ -115,8 +125,7 @@ def _fill_rows(X_binned, row_base, f_lo, f_hi, feat_off, gh, idx, start, stop, o
     for i in range(np.uintp(start), np.uintp(stop)):
         if i < pf_stop:
             r_ahead = idx[i + np.uintp(PREFETCH_DISTANCE)]
-            prefetch_row(X_binned, row_base + r_ahead)
-            prefetch_cell(X_binned, row_base + r_ahead, last)
+            _prefetch_bins(X_binned, row_base + r_ahead, last)
             prefetch_row(gh, r_ahead)
         r = idx[i]
         g = gh[r, 0]
