@@ -35,9 +35,11 @@ RESULT_PREFIX = "BENCH_RESULT "
 
 
 # --------------------------------------------------------------------------- data
-def _chunks(n: int):
-    for start in range(0, n, _CHUNK):
-        yield start, min(n, start + _CHUNK)
+def _seeded_chunks(n: int, seed: int, chunk: int = _CHUNK):
+    """Row chunks ``(start, stop, rng)``; chunk i draws from ``default_rng([seed, i])``,
+    so a data set is the same whatever else the process holds in memory."""
+    for i, start in enumerate(range(0, n, chunk)):
+        yield start, min(n, start + chunk), np.random.default_rng([seed, i])
 
 
 def higgs_like(n: int = 1_000_000, d: int = 28, seed: int = 20240601):
@@ -52,8 +54,7 @@ def higgs_like(n: int = 1_000_000, d: int = 28, seed: int = 20240601):
         raise ValueError("higgs_like needs d >= 12")
     X = np.empty((n, d), dtype=np.float32)
     y = np.empty(n, dtype=np.float32)
-    for i, (a, b) in enumerate(_chunks(n)):
-        rng = np.random.default_rng([seed, i])
+    for a, b, rng in _seeded_chunks(n, seed):
         m = b - a
         Z = rng.standard_normal((m, d))
         # A few heavy-tailed, non-negative "momentum / mass" style columns.
@@ -91,8 +92,7 @@ def year_like(n: int = 500_000, d: int = 90, seed: int = 20240602):
     scales = np.exp(load_rng.uniform(-1.0, 2.0, size=d))     # mixed column scales
     X = np.empty((n, d), dtype=np.float32)
     y = np.empty(n, dtype=np.float32)
-    for i, (a, b) in enumerate(_chunks(n)):
-        rng = np.random.default_rng([seed, i])
+    for a, b, rng in _seeded_chunks(n, seed):
         m = b - a
         F = rng.standard_normal((m, k))
         X[a:b] = ((F @ loadings + 0.5 * rng.standard_normal((m, d))) * scales)
@@ -111,8 +111,7 @@ def higgs_missing(n: int = 1_000_000, d: int = 28, seed: int = 20240603,
     that survives is weaker than in ``higgs``.
     """
     X, y = higgs_like(n=n, d=d)
-    for i, (a, b) in enumerate(_chunks(n)):
-        rng = np.random.default_rng([seed, i])
+    for a, b, rng in _seeded_chunks(n, seed):
         X[a:b][rng.random((b - a, d), dtype=np.float32) < fraction] = np.nan
     return X, y
 
@@ -147,9 +146,7 @@ def wide_like(n: int = 100_000, d: int = 2000, seed: int = 20240604, n_informati
                           - 2 * p64[xors[:, 0]] * p64[xors[:, 1]]))
     X = np.empty((n, d), dtype=np.float32)
     y = np.empty(n, dtype=np.float32)
-    for i, a in enumerate(range(0, n, _WIDE_CHUNK)):
-        b = min(n, a + _WIDE_CHUNK)
-        rng = np.random.default_rng([seed, i])
+    for a, b, rng in _seeded_chunks(n, seed, _WIDE_CHUNK):
         Xc = X[a:b]
         np.less(rng.random((b - a, d), dtype=np.float32), p, out=Xc, casting="unsafe")
         latent = (Xc[:, cols].astype(np.float64) @ w
@@ -182,8 +179,7 @@ def multiclass_like(n: int = 200_000, d: int = 50, seed: int = 20240605, n_class
     bias = meta.normal(0.0, 0.3, size=k)                    # mildly unbalanced classes
     X = np.empty((n, d), dtype=np.float32)
     y = np.empty(n, dtype=np.float32)
-    for i, (a, b) in enumerate(_chunks(n)):
-        rng = np.random.default_rng([seed, i])
+    for a, b, rng in _seeded_chunks(n, seed):
         m = b - a
         Z = rng.standard_normal((m, d))
         S = Z[:, :10] @ W + np.tanh(1.5 * Z[:, 10:20]) @ V + bias
@@ -362,6 +358,18 @@ def run_child(argv: list[str], env: dict, timeout: float) -> dict:
 
 # ------------------------------------------------------------------------- report
 BUSY_CORES = 0.25   # flag a run if other processes averaged more than this many cores
+
+
+def print_run_warnings(errors, results, libs):
+    """After a results table: the last error per library, and a warning when runs
+    shared the CPU with other processes."""
+    if errors:
+        print("errors (last per library):\n" + "\n".join(errors))
+    busy = [r for lib in libs for r in results[lib] if busy_note(r)]
+    if busy:
+        worst = max(r["others_cores"] for r in busy)
+        print(f"WARNING: {len(busy)} run(s) shared the CPU with other processes (up to "
+              f"{worst:.1f} cores busy): timings are unreliable, rerun on an idle machine.")
 
 
 def busy_note(res: dict) -> str:

@@ -427,13 +427,7 @@ def summarize(shape_name, libs, results, repeats):
                     + [C.fmt(m["metrics"].get(k), ".4f") for k in metric_names] + extra)
     print(f"\n--- {shape_name}: medians of {repeats} interleaved run(s) ---")
     C.print_table(headers, rows)
-    if errors:
-        print("errors (last per library):\n" + "\n".join(errors))
-    busy = [r for lib in libs for r in results[lib] if C.busy_note(r)]
-    if busy:
-        worst = max(r["others_cores"] for r in busy)
-        print(f"WARNING: {len(busy)} run(s) shared the CPU with other processes (up to "
-              f"{worst:.1f} cores busy): timings are unreliable, rerun on an idle machine.")
+    C.print_run_warnings(errors, results, libs)
     print("peak MiB = peak RSS during dataset build + fit minus the RSS of the same process "
           "after it loaded the data\n  (so it includes the imported library, but not "
           "transient import / JIT warm-up peaks);\n  fit MiB = the same peak minus the RSS "

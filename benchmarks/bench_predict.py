@@ -139,13 +139,7 @@ def summarize(libs, results, repeats):
                      C.fmt(m["mean_us"], ".1f")])
     print(f"\n--- predict: medians of {repeats} interleaved run(s) ---")
     C.print_table(headers, rows)
-    if errors:
-        print("errors (last per library):\n" + "\n".join(errors))
-    busy = [r for lib in libs for r in results[lib] if C.busy_note(r)]
-    if busy:
-        worst = max(r["others_cores"] for r in busy)
-        print(f"WARNING: {len(busy)} run(s) shared the CPU with other processes (up to "
-              f"{worst:.1f} cores busy): timings are unreliable, rerun on an idle machine.")
+    C.print_run_warnings(errors, results, libs)
     print("batch ms / Mrows/s: median of the timed batch calls (per run), then median over "
           "runs; p50 / p99 / mean us: one-row calls.")
     for lib in libs:
