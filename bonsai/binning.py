@@ -192,13 +192,6 @@ class BinMapper:
         flat = np.concatenate([thr[f, :count[f]] for f in range(n_features)]) if n_features else np.empty(0)
         return cls(flat, offsets, max_bin)
 
-    def to_columns(self, X_blocked, n):
-        """Column-major ``(F, n)`` copy of a blocked binned matrix (for partitioning
-        and binned prediction, which read one feature of many rows)."""
-        out = np.empty((self.n_features, n), dtype=X_blocked.dtype)
-        _kernels.blocked_to_columns(X_blocked, n, out)
-        return out
-
     def feature_thresholds(self, f):
         return self.thresholds[self.thr_offsets[f]:self.thr_offsets[f + 1]]
 

@@ -74,10 +74,14 @@ class Dataset:
             with stage("bin_layout"):
                 sparse = None if reference is not None else sparse_rows(
                     self.X_cols, self.bin_mapper.feat_off)
-                self.X_binned = self.bin_mapper.to_blocked(self.X_cols) if sparse is None else None
-            self.X_hist = self.X_binned if sparse is None else sparse
+                self.X_hist = self.bin_mapper.to_blocked(self.X_cols) if sparse is None else sparse
         self.reference = reference
         self.data = X  # kept (no copy of numpy input) for continued training and re-binning
+
+    @property
+    def X_binned(self):
+        """The dense blocked matrix when the histograms use it, else None."""
+        return self.X_hist if isinstance(self.X_hist, np.ndarray) else None
 
     def free_raw_data(self):
         """Drop the reference to the raw matrix (continued training then needs it again)."""

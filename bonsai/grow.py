@@ -58,9 +58,9 @@ class Grower:
     """Fit-constant state of the grow loop: the binned data, the bin layout, the
     histogram pool and scratch buffers, the split constraints and the policy."""
 
-    def __init__(self, backend, X_binned, X_cols, bin_mapper, params, n_threads, n_sampled_max):
+    def __init__(self, backend, X_hist, X_cols, bin_mapper, params, n_threads, n_sampled_max):
         self.backend = backend
-        self.X = X_binned
+        self.X = X_hist
         self.X_cols = X_cols
         self.n_rows = X_cols.shape[1]
         self.bm = bin_mapper
@@ -122,7 +122,6 @@ class Grower:
         Returns (tree, leaf_nodes, leaf_start, leaf_stop): leaf ranges index ``idx``,
         which is left partitioned by leaf.  Leaf values are unshrunk optimal weights.
         """
-        b = self.backend
         nodes = _Nodes()
         n_features = self.n_value_bins.shape[0]
         state = {"rng": rng, "level": {},

@@ -24,7 +24,7 @@ def _onehot_like(n=3000, f=60, seed=0):
 def test_layout_lists_exactly_the_non_default_cells():
     X, _ = _onehot_like(n=500)
     bm = BinMapper.fit(X, 255)
-    cols = bm.to_columns(bm.transform(X), X.shape[0])
+    cols = bm.transform_columns(X)
     sp = sparse_rows(cols, bm.feat_off)
     assert isinstance(sp, SparseRows)
     for f in range(cols.shape[0]):
@@ -49,7 +49,7 @@ def test_sparse_histograms_equal_dense(monkeypatch, channels, n_threads):
     X, _ = _onehot_like()
     bm = BinMapper.fit(X, 255)
     dense = bm.transform(X)
-    sp = sparse_rows(bm.to_columns(dense, X.shape[0]), bm.feat_off)
+    sp = sparse_rows(bm.transform_columns(X), bm.feat_off)
     assert sp is not None
     rng = np.random.default_rng(1)
     n = X.shape[0]
@@ -82,8 +82,7 @@ def test_sparse_histograms_equal_dense(monkeypatch, channels, n_threads):
 
 def _dense_dataset(X, y):
     ds = bonsai.Dataset(X, y)
-    ds.X_binned = ds.bin_mapper.transform(X)
-    ds.X_hist = ds.X_binned
+    ds.X_hist = ds.bin_mapper.transform(X)
     return ds
 
 

@@ -357,21 +357,6 @@ def greedy_thresholds(values, weights, max_bin, out):
 
 
 @njit(parallel=True, cache=True)
-def blocked_to_columns(X_blocked, n, out):
-    """Column-major copy of a blocked binned matrix: ``out[f, r] = value (r, f)``.
-
-    X_blocked : (n_blocks * n, B), IN ; out : (F, n), OUT
-    """
-    width = X_blocked.shape[1]
-    for f in prange(out.shape[0]):
-        blk = f // width
-        c = f - blk * width
-        base = blk * n
-        for r in range(n):
-            out[f, r] = X_blocked[base + r, c]
-
-
-@njit(parallel=True, cache=True)
 def default_bins(X_cols, n_bins, out_bin, out_count):
     """Most frequent bin of each feature (the lowest among ties) and its row count.
 
