@@ -360,6 +360,13 @@ def run_child(argv: list[str], env: dict, timeout: float) -> dict:
 BUSY_CORES = 0.25   # flag a run if other processes averaged more than this many cores
 
 
+def dump_json(path, runs, summary):
+    """Write ``{"runs": ..., "summary": ...}`` to ``path`` (``--json``), if given."""
+    if path:
+        with open(path, "w") as f:
+            json.dump({"runs": runs, "summary": summary}, f, indent=1)
+
+
 def print_run_warnings(errors, results, libs):
     """After a results table: the last error per library, and a warning when runs
     shared the CPU with other processes."""

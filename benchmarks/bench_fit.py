@@ -11,7 +11,6 @@ See benchmarks/README.md for what is measured and how.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -505,9 +504,7 @@ def main(argv=None):
         summaries[shape_name], all_results[shape_name] = run_shape(shape_name, libs, args)
     if len(shapes) > 1:
         print_overview(summaries)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"runs": all_results, "summary": summaries}, f, indent=1)
+    C.dump_json(args.json, all_results, summaries)
     return 0
 
 

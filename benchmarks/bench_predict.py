@@ -19,7 +19,6 @@ See benchmarks/README.md.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -235,9 +234,7 @@ def main(argv=None):
             print(f"  [rep {rep + 1}/{args.repeats}] {lib:<16} {line}{C.busy_note(res)}",
                   flush=True)
     summary = summarize(libs, results, args.repeats)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"runs": results, "summary": summary}, f, indent=1)
+    C.dump_json(args.json, results, summary)
     return 0
 
 
