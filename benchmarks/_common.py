@@ -367,6 +367,21 @@ def dump_json(path, runs, summary):
             json.dump({"runs": runs, "summary": summary}, f, indent=1)
 
 
+def print_results(title, headers, libs, results, med, repeats, row):
+    """Print a per-library table of medians (``row(lib, medians)`` gives the columns
+    after "library" and "ok"), then the run warnings."""
+    rows, errors = [], []
+    for lib in libs:
+        errors += [f"  {lib}: {r['error']}" for r in results[lib] if "error" in r][-1:]
+        if lib not in med:
+            rows.append([lib, f"0/{repeats}", "ERROR"] + ["-"] * (len(headers) - 3))
+        else:
+            rows.append([lib, f"{med[lib]['n_ok']}/{repeats}"] + row(lib, med[lib]))
+    print(f"\n--- {title} ---")
+    print_table(headers, rows)
+    print_run_warnings(errors, results, libs)
+
+
 def print_run_warnings(errors, results, libs):
     """After a results table: the last error per library, and a warning when runs
     shared the CPU with other processes."""

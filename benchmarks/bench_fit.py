@@ -408,25 +408,18 @@ def summarize(shape_name, libs, results, repeats):
     headers = (["library", "ok", "build s", "fit s", "total s", "predict s", "peak MiB",
                 "fit MiB"] + metric_names + ["time vs peer"]
                + [f"{m} vs peer" for m in metric_names])
-    rows, errors = [], []
-    for lib in libs:
-        errors += [f"  {lib}: {r['error']}" for r in results[lib] if "error" in r][-1:]
-        if lib not in med:
-            rows.append([lib, f"0/{repeats}", "ERROR"] + ["-"] * (len(headers) - 3))
-            continue
-        m = med[lib]
+    def row(lib, m):
         if lib in cmp:
             extra = ([f"{cmp[lib]['time_ratio']:.2f}x"]
                      + [f"{cmp[lib]['metrics'][k]:+.4f}" for k in metric_names])
         else:
             extra = ["-"] * (1 + len(metric_names))
-        rows.append([lib, f"{m['n_ok']}/{repeats}", C.fmt(m["build_s"]), C.fmt(m["fit_s"]),
-                     C.fmt(m["total_s"]), C.fmt(m["predict_s"]), C.fmt(m["peak_mib"], ".0f"),
-                     C.fmt(m["fit_mib"], ".0f")]
-                    + [C.fmt(m["metrics"].get(k), ".4f") for k in metric_names] + extra)
-    print(f"\n--- {shape_name}: medians of {repeats} interleaved run(s) ---")
-    C.print_table(headers, rows)
-    C.print_run_warnings(errors, results, libs)
+        return ([C.fmt(m["build_s"]), C.fmt(m["fit_s"]), C.fmt(m["total_s"]),
+                 C.fmt(m["predict_s"]), C.fmt(m["peak_mib"], ".0f"), C.fmt(m["fit_mib"], ".0f")]
+                + [C.fmt(m["metrics"].get(k), ".4f") for k in metric_names] + extra)
+
+    C.print_results(f"{shape_name}: medians of {repeats} interleaved run(s)", headers, libs,
+                    results, med, repeats, row)
     print("peak MiB = peak RSS during dataset build + fit minus the RSS of the same process "
           "after it loaded the data\n  (so it includes the imported library, but not "
           "transient import / JIT warm-up peaks);\n  fit MiB = the same peak minus the RSS "

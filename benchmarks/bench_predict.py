@@ -123,22 +123,14 @@ def summarize(libs, results, repeats):
             med[lib]["n_ok"] = len(ok)
     headers = ["library", "ok", "trees", "train s", "auc", "batch ms", "Mrows/s",
                "p50 us", "p99 us", "mean us"]
-    rows, errors = [], []
-    for lib in libs:
-        errors += [f"  {lib}: {r['error']}" for r in results[lib] if "error" in r][-1:]
-        if lib not in med:
-            rows.append([lib, f"0/{repeats}", "ERROR"] + ["-"] * (len(headers) - 3))
-            continue
-        m = med[lib]
-        rows.append([lib, f"{m['n_ok']}/{repeats}", C.fmt(m["n_trees"], ".0f"),
-                     C.fmt(m["train_s"]), C.fmt(m["auc"], ".4f"),
-                     C.fmt(m["batch_s"] and m["batch_s"] * 1e3, ".1f"),
-                     C.fmt(m["rows_per_s"] and m["rows_per_s"] / 1e6, ".3f"),
-                     C.fmt(m["p50_us"], ".1f"), C.fmt(m["p99_us"], ".1f"),
-                     C.fmt(m["mean_us"], ".1f")])
-    print(f"\n--- predict: medians of {repeats} interleaved run(s) ---")
-    C.print_table(headers, rows)
-    C.print_run_warnings(errors, results, libs)
+    def row(lib, m):
+        return [C.fmt(m["n_trees"], ".0f"), C.fmt(m["train_s"]), C.fmt(m["auc"], ".4f"),
+                C.fmt(m["batch_s"] and m["batch_s"] * 1e3, ".1f"),
+                C.fmt(m["rows_per_s"] and m["rows_per_s"] / 1e6, ".3f"),
+                C.fmt(m["p50_us"], ".1f"), C.fmt(m["p99_us"], ".1f"), C.fmt(m["mean_us"], ".1f")]
+
+    C.print_results(f"predict: medians of {repeats} interleaved run(s)", headers, libs,
+                    results, med, repeats, row)
     print("batch ms / Mrows/s: median of the timed batch calls (per run), then median over "
           "runs; p50 / p99 / mean us: one-row calls.")
     for lib in libs:
