@@ -118,6 +118,7 @@ class Ensemble(NamedTuple):
     records: np.ndarray
     tree_depth: np.ndarray
     chunk_ptr: np.ndarray
+    heaps: object = None    # backends.cpu.predict_binned.HeapLayout, or None
 
 
 #: bytes of node records per tree chunk of the batch predictor (L2-resident)
@@ -186,7 +187,7 @@ def concat(trees, tree_class):
                         np.zeros((0, 2)), np.zeros(0, np.int64), np.zeros(1, np.int64))
     sizes = [t.n_nodes for t in trees]
     recs = [node_records(t) for t in trees]
-    return Ensemble(
+    arrays = (
         np.concatenate([t.feature for t in trees]),
         np.concatenate([t.threshold for t in trees]),
         np.concatenate([t.default_left for t in trees]),
@@ -194,11 +195,12 @@ def concat(trees, tree_class):
         np.concatenate([t.right for t in trees]),
         np.concatenate([t.value for t in trees]),
         np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
-        np.asarray(tree_class, dtype=np.int32),
-        np.ascontiguousarray(np.concatenate([r for r, _ in recs])),
-        np.array([d for _, d in recs], np.int64),
-        _tree_chunks(sizes),
     )
+    cls = np.asarray(tree_class, dtype=np.int32)
+    depth = np.array([d for _, d in recs], np.int64)
+    from .backends.cpu.predict_binned import heap_layout
+    return Ensemble(*arrays, cls, np.ascontiguousarray(np.concatenate([r for r, _ in recs])),
+                    depth, _tree_chunks(sizes), heap_layout(*arrays, depth, cls))
 
 
 class ObliviousEnsemble(NamedTuple):

@@ -12,6 +12,7 @@ from ..._dtypes import FIXED_POINT_BITS, HIST, N_HIST_CHANNELS, count_bits, fixe
 from . import histogram as _hist
 from . import partition as _part
 from . import predict as _pred
+from . import predict_binned as _heaps
 from . import split as _split
 
 NAME = "cpu"
@@ -314,6 +315,13 @@ def predict_raw(X, ens, out):
     if X.shape[0] <= 4:
         _pred.predict_records_walk(X, ens.records, ens.tree_offset, ens.tree_depth,
                                    ens.tree_class, out)
+        return
+    h = ens.heaps
+    if h is not None:
+        k = _pick(_heaps.predict_heaps, parallel_predict(X.shape[0]))
+        k(X, h.thresholds32 if X.dtype == np.float32 else h.thresholds, h.feature, h.column,
+          h.n_columns, h.nodes, h.node_offset, h.leaves, h.leaf_offset, h.depth,
+          h.tree_class, h.chunk_ptr, out)
         return
     k = _pick(_pred.predict_records, parallel_predict(X.shape[0]))
     k(X, ens.records, ens.tree_offset, ens.tree_depth, ens.tree_class, ens.chunk_ptr, out)
