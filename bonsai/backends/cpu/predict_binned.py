@@ -28,7 +28,7 @@ predicted by the node-record walk.
 from typing import NamedTuple
 
 import numpy as np
-from numba import prange
+from numba import njit, prange
 
 from ._intrinsics import gt_mask64, or_bits64
 from ._jit import parallel_kernel
@@ -149,6 +149,33 @@ def heap_layout(feature, threshold, default_left, left, right, value, tree_offse
                       np.asarray(tree_class, np.int32), _chunks(4 * n_heap + 8 * (n_heap + 1)))
 
 
+@njit(cache=True, inline="always")
+def _bin_of(tables, u, x):
+    """Number of feature ``u``'s thresholds below ``x``: a branchless binary search
+    over its 256-entry table (+inf padded), 8 dependent steps."""
+    i = 0
+    i += 128 * (tables[u, i + 127] < x)
+    i += 64 * (tables[u, i + 63] < x)
+    i += 32 * (tables[u, i + 31] < x)
+    i += 16 * (tables[u, i + 15] < x)
+    i += 8 * (tables[u, i + 7] < x)
+    i += 4 * (tables[u, i + 3] < x)
+    i += 2 * (tables[u, i + 1] < x)
+    i += 1 * (tables[u, i] < x)
+    return i
+
+
+@njit(cache=True, inline="always")
+def _put_bins(xb, xo, c_right, c_left, j, x, b):
+    """Row ``j``'s byte in the block's missing-right (NaN -> 255) and missing-left
+    (NaN -> 0) columns of its feature, where the model reads them."""
+    nan = x != x
+    if c_right >= 0:
+        xb[xo + c_right * _BLOCK + j] = 255 if nan else b
+    if c_left >= 0:
+        xb[xo + c_left * _BLOCK + j] = 0 if nan else b
+
+
 @parallel_kernel
 def predict_heaps(X, tables, feature, column, n_columns, nodes, node_offset, leaves,
                   leaf_offset, depth, tree_class, chunk_ptr, out):
@@ -184,22 +211,22 @@ def predict_heaps(X, tables, feature, column, n_columns, nodes, node_offset, lea
                 f = feature[u]
                 c_right = column[u, 0]
                 c_left = column[u, 1]
-                for j in range(nb):
-                    x = X[r0 + j, f]
-                    i = 0
-                    i += 128 * (tables[u, i + 127] < x)
-                    i += 64 * (tables[u, i + 63] < x)
-                    i += 32 * (tables[u, i + 31] < x)
-                    i += 16 * (tables[u, i + 15] < x)
-                    i += 8 * (tables[u, i + 7] < x)
-                    i += 4 * (tables[u, i + 3] < x)
-                    i += 2 * (tables[u, i + 1] < x)
-                    i += 1 * (tables[u, i] < x)
-                    nan = x != x
-                    if c_right >= 0:
-                        xb[xo + c_right * _BLOCK + j] = 255 if nan else i
-                    if c_left >= 0:
-                        xb[xo + c_left * _BLOCK + j] = 0 if nan else i
+                j = 0
+                while j < nb:
+                    if j + 4 <= nb:       # four independent searches in flight
+                        _put_bins(xb, xo, c_right, c_left, j, X[r0 + j, f],
+                                  _bin_of(tables, u, X[r0 + j, f]))
+                        _put_bins(xb, xo, c_right, c_left, j + 1, X[r0 + j + 1, f],
+                                  _bin_of(tables, u, X[r0 + j + 1, f]))
+                        _put_bins(xb, xo, c_right, c_left, j + 2, X[r0 + j + 2, f],
+                                  _bin_of(tables, u, X[r0 + j + 2, f]))
+                        _put_bins(xb, xo, c_right, c_left, j + 3, X[r0 + j + 3, f],
+                                  _bin_of(tables, u, X[r0 + j + 3, f]))
+                        j += 4
+                    else:
+                        _put_bins(xb, xo, c_right, c_left, j, X[r0 + j, f],
+                                  _bin_of(tables, u, X[r0 + j, f]))
+                        j += 1
             for k in range(n_out):
                 for j in range(nb):
                     acc[k, b * _BLOCK + j] = out[r0 + j, k]
