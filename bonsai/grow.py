@@ -147,11 +147,11 @@ class Grower:
                         self.pool.release(nodes.slot[n])
                         nodes.slot[n] = -1
                 frontier = children
-            expandable = self._histograms(batch, nodes, gh, idx, n_leaves)
+            expandable = self._children(batch, children, nodes, gh, idx, n_leaves, scales,
+                                        state)
             for n in children:
                 if n not in expandable:
                     frontier.remove(n)
-            self._evaluate(expandable, nodes, scales, state)
             if self.policy == "leafwise" and self.max_leaves > 0:
                 frontier = self._drop_unreachable(frontier, nodes, self.max_leaves - n_leaves)
         for n in frontier:
@@ -300,6 +300,37 @@ class Grower:
             return True
         return nodes.stop[n] - nodes.start[n] >= 2 * self.min_child_samples
 
+    #: parents per pass on the deepest depth-wise level (see ``_children``)
+    LAST_LEVEL_CHUNK = 8
+
+    def _children(self, batch, children, nodes, gh, idx, n_leaves, scales, state):
+        """Histograms and best splits of the children of ``batch``; returns the
+        children that can still be split.
+
+        Depth-wise, children one level above ``max_depth`` only need their histograms
+        until their own split is found (their children are leaves), so that level
+        goes ``LAST_LEVEL_CHUNK`` parents at a time and frees each pass's histograms:
+        the pool peaks at the level above plus one pass instead of the whole deepest
+        level (depth 8: 72 histograms instead of 128; 6 MB on 28 features, 2000 x
+        more on wide data).  Histograms are integer sums and the children are
+        evaluated in the same order, so the tree is the same."""
+        last = (self.policy == "depthwise" and self.max_depth > 0 and children
+                and nodes.depth[children[0]] + 1 >= self.max_depth)
+        if not last or len(batch) <= self.LAST_LEVEL_CHUNK:
+            expandable = self._histograms(batch, nodes, gh, idx, n_leaves)
+            self._evaluate(expandable, nodes, scales, state)
+            return expandable
+        expandable = []
+        for c0 in range(0, len(batch), self.LAST_LEVEL_CHUNK):
+            part = self._histograms(batch[c0:c0 + self.LAST_LEVEL_CHUNK], nodes, gh, idx,
+                                    n_leaves)
+            self._evaluate(part, nodes, scales, state)
+            for n in part:
+                self.pool.release(nodes.slot[n])
+                nodes.slot[n] = -1
+            expandable += part
+        return expandable
+
     def _histograms(self, batch, nodes, gh, idx, n_leaves):
         """Children histograms: build the smaller child, subtract for the larger.
         Returns the set of children that can still be split."""
@@ -309,8 +340,9 @@ class Grower:
             lc, rc = nodes.left[n], nodes.right[n]
             ok = [c for c in (lc, rc) if self._expandable(c, nodes, n_leaves)]
             if not ok:
-                self.pool.release(nodes.slot[n])
-                nodes.slot[n] = -1
+                if nodes.slot[n] >= 0:
+                    self.pool.release(nodes.slot[n])
+                    nodes.slot[n] = -1
                 continue
             expandable.update(ok)
             small, large = (lc, rc) if (nodes.stop[lc] - nodes.start[lc]
