@@ -158,7 +158,9 @@ def _new_booster(p, objective, train_set, y, w, k_out, init_model):
     elif p.base_score is not None:
         booster.base_score = np.full(k_out, float(p.base_score))
     else:
-        booster.base_score = np.asarray(objective.init_score(y, w), dtype=np.float64).reshape(k_out)
+        y64 = np.asarray(y, dtype=np.float64)
+        booster.base_score = np.asarray(objective.init_score(y64, w),
+                                        dtype=np.float64).reshape(k_out)
     return booster
 
 

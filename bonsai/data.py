@@ -66,8 +66,10 @@ def to_matrix(data, name="X"):
     return X, names
 
 
-def check_vector(v, n, name, allow_negative=True, dtype=np.float64):
-    """1-D finite float vector of length n, or ValueError naming ``name``."""
+def check_vector(v, n, name, allow_negative=True, dtype=np.float64, keep_float32=False):
+    """1-D finite float vector of length n, or ValueError naming ``name``.
+    ``keep_float32``: a float32 vector stays float32 (no float64 copy; every consumer
+    widens it exactly)."""
     if hasattr(v, "to_numpy"):
         v = v.to_numpy()
     v = np.asarray(v)
@@ -82,7 +84,8 @@ def check_vector(v, n, name, allow_negative=True, dtype=np.float64):
         raise ValueError(f"{name} must be 1-D, got shape {v.shape}")
     if v.shape[0] != n:
         raise ValueError(f"{name} has {v.shape[0]} entries but the data has {n} rows")
-    v = np.ascontiguousarray(v, dtype=dtype)
+    v = np.ascontiguousarray(v, dtype=np.float32 if keep_float32 and v.dtype == np.float32
+                             else dtype)
     bad = ~np.isfinite(v)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])

@@ -48,7 +48,10 @@ class Dataset:
         self.weight = None if weight is None else check_vector(weight, n, "weight", allow_negative=False)
         if self.weight is not None and not self.weight.sum() > 0:
             raise ValueError("weight must not be all zero")
-        self.label = None if label is None else check_vector(label, n, "label")
+        # float32 labels stay float32: a float64 copy would be the largest per-row array
+        # after the bins (objectives and metrics widen them exactly, chunk by chunk)
+        self.label = None if label is None else check_vector(label, n, "label",
+                                                             keep_float32=True)
         self.init_score = None if init_score is None else np.asarray(init_score, dtype=np.float64)
         if reference is not None:
             if not isinstance(reference, Dataset):

@@ -29,6 +29,16 @@ import numpy as np
 from ._objective_kernels import (_EPS, _binary_kernel, _expit, _neg_abs, _shift_max,
                                  _softmax_kernel, _sq_kernel, _wmean, weighted_quantile)
 
+#: rows per pass of the compiled objectives: labels are widened to float64 and
+#: exp() goes through buffers of this size, never through (n,) float64 temporaries
+_CHUNK = 1 << 16
+
+
+def _chunks(n):
+    """``(start, stop)`` bounds of ``_CHUNK``-row passes over ``n`` rows."""
+    return [(a, min(n, a + _CHUNK)) for a in range(0, n, _CHUNK)]
+
+
 __all__ = ["OBJECTIVES", "Objective", "get_objective", "weighted_quantile"]
 
 OBJECTIVES = ("squared_error", "absolute_error", "huber", "quantile", "poisson", "gamma",
@@ -135,7 +145,7 @@ class Objective:
         out_g, out_h : ndarray (K, n), float32, C-contiguous
             Written in place.
         """
-        g, h = self._gh(y, raw[0])
+        g, h = self._gh(np.asarray(y, dtype=np.float64), raw[0])
         if w is not None:
             g = g * w
             h = h * w
@@ -155,7 +165,10 @@ class _SquaredError(Objective):
 
     def grad_hess(self, y, raw, w, out_g, out_h):
         has_w = w is not None
-        _sq_kernel(y, raw[0], w if has_w else y, has_w, out_g[0], out_h[0])
+        for a, b in _chunks(raw.shape[1]):
+            yb = np.asarray(y[a:b], dtype=np.float64)
+            _sq_kernel(yb, raw[0, a:b], w[a:b] if has_w else yb, has_w, out_g[0, a:b],
+                       out_h[0, a:b])
 
 
 class _AbsoluteError(Objective):
@@ -258,20 +271,15 @@ class _Binary(Objective):
         p = min(max(_wmean(y, w), _EPS), 1.0 - _EPS)
         return np.array([math.log(p / (1.0 - p))], dtype=np.float64)
 
-    #: rows per pass: exp(-|raw|) goes through a cache-sized buffer, not an (n,)
-    #: float64 temporary (7 MB of peak memory at 900k rows)
-    _CHUNK = 1 << 16
-
     def grad_hess(self, y, raw, w, out_g, out_h):
         has_w = w is not None
-        n = raw.shape[1]
-        e = np.empty(min(n, self._CHUNK), dtype=np.float64)
-        for a in range(0, n, self._CHUNK):
-            b = min(n, a + self._CHUNK)
+        e = np.empty(min(raw.shape[1], _CHUNK), dtype=np.float64)
+        for a, b in _chunks(raw.shape[1]):
             eb = e[:b - a]
+            yb = np.asarray(y[a:b], dtype=np.float64)
             _neg_abs(raw[0, a:b], eb)
             np.exp(eb, out=eb)
-            _binary_kernel(y[a:b], raw[0, a:b], eb, w[a:b] if has_w else y[a:b], has_w,
+            _binary_kernel(yb, raw[0, a:b], eb, w[a:b] if has_w else yb, has_w,
                            out_g[0, a:b], out_h[0, a:b])
 
     def transform(self, raw):
@@ -316,6 +324,7 @@ class _Multiclass(Objective):
         e = np.empty(raw.shape, dtype=np.float64)
         _shift_max(raw, e)
         np.exp(e, out=e)
+        y = np.asarray(y, dtype=np.float64)
         _softmax_kernel(y, e, w if has_w else y, has_w, k / (k - 1.0), out_g, out_h)
 
     def transform(self, raw):
@@ -349,7 +358,7 @@ class _Custom(Objective):
         k, n = raw.shape
         pred = raw[0].copy() if k == 1 else np.ascontiguousarray(raw.T)
         fname = getattr(self.fobj, "__name__", repr(self.fobj))
-        res = self.fobj(y, pred)
+        res = self.fobj(np.asarray(y, dtype=np.float64), pred)
         if not (isinstance(res, tuple) and len(res) == 2):
             raise ValueError(f"objective={fname!r} must return a (grad, hess) tuple; "
                              f"got {type(res).__name__}")
