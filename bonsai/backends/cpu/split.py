@@ -80,7 +80,30 @@ def _decode(a, c2, packed, cbits, mask, cnt_factor):
 
 
 @njit(cache=True, inline="always")
-def _split_gain(cg, ch, cc, tg, th, tc, scales, cfg, min_child_samples, parent):
+def _candidate_gain(cg, ch, tg, th, scales, cfg, parent, plain):
+    """``_split_gain`` for a candidate whose children already meet
+    ``min_child_samples``.  Without ``max_delta_step`` and ``reg_alpha`` (``plain``)
+    the score is ``G^2 / (H + lambda)`` with no sign branches (``T(G) = G``): the
+    same value bit for bit, and a 2-node leaf-wise scan took 50 instead of 66 us
+    (1M x 28, 255 bins; the branches of ``T`` on the sign of G mispredict).  One
+    common denominator instead of two divisions was slower (54 us)."""
+    hl = ch * scales[5]
+    hr = (th - ch) * scales[5]
+    if hl < cfg[3] or hr < cfg[3]:
+        return NEG_INF
+    gl = cg * scales[4]
+    gr = (tg - cg) * scales[4]
+    if plain:
+        dl = hl + cfg[0]
+        dr = hr + cfg[0]
+        if dl > 0.0 and dr > 0.0:
+            return gl * gl / dl + gr * gr / dr - parent
+    return (leaf_score(gl, hl, cfg[0], cfg[1], cfg[2])
+            + leaf_score(gr, hr, cfg[0], cfg[1], cfg[2]) - parent)
+
+
+@njit(cache=True, inline="always")
+def _split_gain(cg, ch, cc, tg, th, tc, scales, cfg, min_child_samples, parent, plain):
     """Gain of sending (cg, ch, cc) left out of the node total (tg, th, tc), or -inf
     when a child breaks ``min_child_samples`` / ``min_child_weight``.
 
@@ -90,14 +113,7 @@ def _split_gain(cg, ch, cc, tg, th, tc, scales, cfg, min_child_samples, parent):
     (A branch between the two forms here made leaf-wise split finding twice slower.)"""
     if cc < min_child_samples or tc - cc < min_child_samples:
         return NEG_INF
-    hl = ch * scales[5]
-    hr = (th - ch) * scales[5]
-    gl = cg * scales[4]
-    gr = (tg - cg) * scales[4]
-    if hl < cfg[3] or hr < cfg[3]:
-        return NEG_INF
-    return (leaf_score(gl, hl, cfg[0], cfg[1], cfg[2])
-            + leaf_score(gr, hr, cfg[0], cfg[1], cfg[2]) - parent)
+    return _candidate_gain(cg, ch, tg, th, scales, cfg, parent, plain)
 
 
 @njit(cache=True)
@@ -179,6 +195,7 @@ def find_best_splits(hist, slots, node_rows, feat_off, n_value_bins, feature_mas
     alpha = cfg[1]
     mds = cfg[2]
     msg = cfg[4]
+    plain = mds <= 0.0 and alpha == 0.0
     for i in prange(slots.shape[0]):
         H = hist[slots[i]]
         tot = out_node_sums[i]
@@ -216,29 +233,34 @@ def find_best_splits(hist, slots, node_rows, feat_off, n_value_bins, feature_mas
                 if not packed:
                     lc2 += H[base + b, 1]
                 lg, lh, lc = _decode(la, lc2, packed, cbits, mask, cf)
-                for dl in range(2):
-                    if dl == 0:
-                        if b == nv - 1 and mc == 0:
-                            continue
-                        cg = lg
-                        ch = lh
-                        cc = lc
-                    else:
-                        if mc == 0 or b == nv - 1:
-                            continue
-                        cg = lg + mg
-                        ch = lh + mh
-                        cc = lc + mc
-                    gain = _split_gain(cg, ch, cc, tg, th, tc, scales, cfg,
-                                       min_child_samples, parent)
+                # missing values right (threshold b == nv - 1 sends every value left:
+                # a split only when there are missing values)
+                if (b != nv - 1 or mc != 0) and lc >= min_child_samples \
+                        and tc - lc >= min_child_samples:
+                    gain = _candidate_gain(lg, lh, tg, th, scales, cfg, parent, plain)
                     if gain > best:
                         best = gain
                         bf = f
                         bb = b
-                        bdl = dl
-                        blg = cg
-                        blh = ch
-                        blc = cc
+                        bdl = 0
+                        blg = lg
+                        blh = lh
+                        blc = lc
+                # missing values left
+                if mc != 0 and b != nv - 1:
+                    cg = lg + mg
+                    ch = lh + mh
+                    cc = lc + mc
+                    if cc >= min_child_samples and tc - cc >= min_child_samples:
+                        gain = _candidate_gain(cg, ch, tg, th, scales, cfg, parent, plain)
+                        if gain > best:
+                            best = gain
+                            bf = f
+                            bb = b
+                            bdl = 1
+                            blg = cg
+                            blh = ch
+                            blc = cc
         if bf >= 0 and best > msg:
             out_gain[i] = best
         else:
@@ -274,6 +296,7 @@ def find_level_split(hist, slots, node_rows, feat_off, n_value_bins, feature_mas
     lam = cfg[0]
     alpha = cfg[1]
     mds = cfg[2]
+    plain = mds <= 0.0 and alpha == 0.0
     for f in prange(n_features):
         base = feat_off[f]
         nv = n_value_bins[f]
@@ -310,7 +333,7 @@ def find_level_split(hist, slots, node_rows, feat_off, n_value_bins, feature_mas
                         ch = lh + mh
                         cc = lc + mc
                     gain = _split_gain(cg, ch, cc, tg, th, tc, scales, cfg,
-                                       min_child_samples, parent)
+                                       min_child_samples, parent, plain)
                     if gain == NEG_INF:  # this node cannot take the split: no gain
                         gain = 0.0
                     cur = out_cand_gain[base + b, dl]
