@@ -80,6 +80,7 @@ class Grower:
         self.cfg = np.array([p.reg_lambda, p.reg_alpha, p.max_delta_step,
                              p.min_child_weight, p.min_split_gain])
         self.colsample = (p.colsample_bytree, p.colsample_bylevel, p.colsample_bynode)
+        self._all_features = np.ones((2, self.n_value_bins.shape[0]), np.uint8)
 
     @staticmethod
     def _pool_capacity(p, n_threads):
@@ -105,6 +106,10 @@ class Grower:
     def _masks(self, depths, state):
         """(m, F) uint8 feature masks for nodes at ``depths`` (bytree & bylevel & bynode)."""
         n_features = self.n_value_bins.shape[0]
+        if self.colsample == (1.0, 1.0, 1.0):   # no column sampling: one cached mask
+            if self._all_features.shape[0] < len(depths):
+                self._all_features = np.ones((2 * len(depths), n_features), np.uint8)
+            return self._all_features[:len(depths)]
         out = np.zeros((len(depths), n_features), np.uint8)
         for i, d in enumerate(depths):
             if d not in state["level"]:
@@ -140,7 +145,9 @@ class Grower:
             n_leaves += len(batch)
             done = set(batch)
             if self.policy == "leafwise":
-                frontier = [n for n in frontier if n not in done] + children
+                for n in batch:
+                    frontier.remove(n)
+                frontier += children
             else:
                 for n in frontier:
                     if n not in done and nodes.slot[n] >= 0:
@@ -168,12 +175,10 @@ class Grower:
                 return []
             # the first frontier node with the highest gain (what the stable sort
             # below picks), without numpy round trips: this runs once per split
-            best, pick = NEG_INF, -1
-            for n in frontier:
-                g = nodes.gain[n]
-                if g > best:
-                    best, pick = g, n
-            return [] if pick < 0 else [pick]
+            if not frontier:
+                return []
+            pick = max(frontier, key=nodes.gain.__getitem__)   # first of the highest
+            return [pick] if nodes.gain[pick] > NEG_INF else []
         gains = np.array([nodes.gain[n] for n in frontier])
         valid = np.flatnonzero(gains > NEG_INF)
         if valid.size == 0:
@@ -257,11 +262,12 @@ class Grower:
             gain, feat, bin_, dl, lsum, sums = self.backend.find_best_splits(
                 self.pool, slots, rows, self.feat_off, self.n_value_bins, masks, scales,
                 self.cfg, self.min_child_samples)
-        for j, n in enumerate(ids):
-            nodes.gain[n] = gain[j]
-            nodes.feature[n] = int(feat[j])
-            nodes.bin[n] = int(bin_[j])
-            nodes.default_left[n] = int(dl[j])
+        for j, n, g, f, b, d in zip(range(len(ids)), ids, gain.tolist(), feat.tolist(),
+                                    bin_.tolist(), dl.tolist()):
+            nodes.gain[n] = g
+            nodes.feature[n] = f
+            nodes.bin[n] = b
+            nodes.default_left[n] = d
             nodes.left_sums[n] = lsum[j]
             nodes.sums[n] = sums[j]
 

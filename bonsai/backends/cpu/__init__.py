@@ -177,8 +177,12 @@ def build_histograms(pool, X_binned, feat_off, gh, idx, starts, stops, slots, n_
     node, p_start, p_stop, thread_ptr = plan_pieces(starts, stops, n_threads)
     p_slot, extra = _piece_slots(pool, node, slots, thread_ptr)
     hist = pool.hist
-    for i in np.flatnonzero(stops == starts):  # empty nodes get no piece: zero them here
-        hist[slots[i]] = 0
+    if starts.shape[0] == 1:                   # one node (leaf-wise): no numpy search
+        if stops[0] == starts[0]:
+            hist[slots[0]] = 0
+    else:
+        for i in np.flatnonzero(stops == starts):  # empty nodes get no piece: zero them
+            hist[slots[i]] = 0
     parallel = thread_ptr.shape[0] > 2
     if sparse:
         task_tot = np.empty((node.shape[0], hist.shape[2]), np.int64)
@@ -216,8 +220,12 @@ def _merge_pieces(pool, node, slots, p_slot, extra):
     """Add the extra pieces' slots into their nodes' slots and free them."""
     if not extra.size:
         return
-    dst_nodes, counts = np.unique(node[extra], return_counts=True)
-    src_ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    if node[-1] == node[0]:                    # pieces of one node (leaf-wise)
+        dst_nodes = node[:1]
+        src_ptr = np.array([0, extra.size], np.int64)
+    else:
+        dst_nodes, counts = np.unique(node[extra], return_counts=True)
+        src_ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     _hist.merge_slots.serial(pool.hist, slots[dst_nodes].astype(np.int64), src_ptr,
                              p_slot[extra].astype(np.int64))
     for s in p_slot[extra]:
