@@ -247,12 +247,19 @@ class Grower:
             nodes.left_sums[n] = lsums[j]
         return list(frontier)
 
-    def _evaluate(self, ids, nodes, scales, state):
+    def _evaluate(self, ids, nodes, scales, state, sub=None):
+        """Best split of each node of ``ids``; ``sub`` maps a node whose slot still holds
+        its parent's histogram to the sibling to subtract first (see _histograms)."""
         if not ids:
             return
         slots = np.array([nodes.slot[n] for n in ids], np.int64)
         rows = self._rows(ids, nodes)
+        sub_slots = np.array([nodes.slot[sub[n]] if sub and n in sub else -1 for n in ids],
+                             np.int64)
         if self.policy == "oblivious":  # the level split is chosen jointly in _select_level
+            todo = sub_slots >= 0
+            if todo.any():
+                self.backend.subtract_histograms(self.pool, slots[todo], sub_slots[todo])
             for n, s in zip(ids, self.backend.node_sums(self.pool, slots, rows, self.feat_off,
                                                         scales)):
                 nodes.sums[n] = s
@@ -261,7 +268,7 @@ class Grower:
         with stage("splits"):
             gain, feat, bin_, dl, lsum, sums = self.backend.find_best_splits(
                 self.pool, slots, rows, self.feat_off, self.n_value_bins, masks, scales,
-                self.cfg, self.min_child_samples)
+                self.cfg, self.min_child_samples, sub_slots)
         for j, n, g, f, b, d in zip(range(len(ids)), ids, gain.tolist(), feat.tolist(),
                                     bin_.tolist(), dl.tolist()):
             nodes.gain[n] = g
@@ -323,25 +330,35 @@ class Grower:
         last = (self.policy == "depthwise" and self.max_depth > 0 and children
                 and nodes.depth[children[0]] + 1 >= self.max_depth)
         if not last or len(batch) <= self.LAST_LEVEL_CHUNK:
-            expandable = self._histograms(batch, nodes, gh, idx, n_leaves)
-            self._evaluate(expandable, nodes, scales, state)
-            return expandable
+            return self._histograms_and_splits(batch, nodes, gh, idx, n_leaves, scales,
+                                               state)
         expandable = []
         for c0 in range(0, len(batch), self.LAST_LEVEL_CHUNK):
-            part = self._histograms(batch[c0:c0 + self.LAST_LEVEL_CHUNK], nodes, gh, idx,
-                                    n_leaves)
-            self._evaluate(part, nodes, scales, state)
+            part = self._histograms_and_splits(batch[c0:c0 + self.LAST_LEVEL_CHUNK], nodes,
+                                               gh, idx, n_leaves, scales, state)
             for n in part:
                 self.pool.release(nodes.slot[n])
                 nodes.slot[n] = -1
             expandable += part
         return expandable
 
+    def _histograms_and_splits(self, batch, nodes, gh, idx, n_leaves, scales, state):
+        expandable, sub = self._histograms(batch, nodes, gh, idx, n_leaves)
+        self._evaluate(expandable, nodes, scales, state, sub)
+        for c in sub.values():                  # smaller children kept only to subtract
+            if c not in expandable:
+                self.pool.release(nodes.slot[c])
+                nodes.slot[c] = -1
+        return expandable
+
     def _histograms(self, batch, nodes, gh, idx, n_leaves):
-        """Children histograms: build the smaller child, subtract for the larger.
-        Returns the set of children that can still be split."""
+        """Children histograms: build the smaller child; the larger child keeps its
+        parent's histogram, from which split finding subtracts the smaller one just
+        before scanning it (``sub``: larger child -> smaller child), while both are
+        in cache.  Returns (the sorted children that can still be split, sub)."""
         expandable = set()
-        build, parents, larger = [], [], []
+        build = []
+        sub = {}
         for n in batch:
             lc, rc = nodes.left[n], nodes.right[n]
             ok = [c for c in (lc, rc) if self._expandable(c, nodes, n_leaves)]
@@ -354,21 +371,20 @@ class Grower:
             small, large = (lc, rc) if (nodes.stop[lc] - nodes.start[lc]
                                         <= nodes.stop[rc] - nodes.start[rc]) else (rc, lc)
             nodes.slot[small] = self.pool.alloc()
-            nodes.slot[large] = nodes.slot[n]
-            nodes.slot[n] = -1
             build.append(small)
-            parents.append(nodes.slot[large])
-            larger.append(large)
+            if large in expandable:     # else the parent's histogram is not needed
+                nodes.slot[large] = nodes.slot[n]
+                sub[large] = small
+            else:
+                self.pool.release(nodes.slot[n])
+            nodes.slot[n] = -1
         if build:
             self._build(build, nodes, gh, idx)
-            self.backend.subtract_histograms(
-                self.pool, np.array(parents, np.int64),
-                np.array([nodes.slot[c] for c in build], np.int64))
-        for c in build + larger:
-            if c not in expandable:
+        for c in build:
+            if c not in expandable and c not in sub.values():
                 self.pool.release(nodes.slot[c])
                 nodes.slot[c] = -1
-        return [c for c in sorted(expandable)]
+        return sorted(expandable), sub
 
     def _build(self, ids, nodes, gh, idx, identity=False):
         with stage("histograms"):

@@ -258,8 +258,13 @@ def range_sums(pool, slots, lo, hi, extra, scales, cnt_factor):
 
 
 def find_best_splits(pool, slots, node_rows, feat_off, n_value_bins, masks, scales, cfg,
-                     min_child_samples):
+                     min_child_samples, sub_slots=None):
+    """Best split of each slot's node; where ``sub_slots[i] >= 0`` the slot first has
+    ``hist[sub_slots[i]]`` subtracted (a parent's histogram turned into its larger
+    child's, in the thread that scans it next, while it is in cache)."""
     m = slots.shape[0]
+    if sub_slots is None:
+        sub_slots = np.full(m, -1, np.int64)
     gain = np.empty(m)
     feature = np.empty(m, np.int64)
     bin_ = np.empty(m, np.int64)
@@ -267,7 +272,7 @@ def find_best_splits(pool, slots, node_rows, feat_off, n_value_bins, masks, scal
     left_sums = np.empty((m, 3), np.int64)
     sums = np.empty((m, 3), np.int64)
     _pick(_split.find_best_splits, m >= MIN_PARALLEL_SPLIT_NODES)(
-        pool.hist, slots, node_rows, feat_off, n_value_bins, masks, scales, cfg,
+        pool.hist, slots, sub_slots, node_rows, feat_off, n_value_bins, masks, scales, cfg,
         min_child_samples, gain, feature, bin_, default_left, left_sums, sums)
     return gain, feature, bin_, default_left, left_sums, sums
 
