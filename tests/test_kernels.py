@@ -675,3 +675,27 @@ def test_radix_sorts_match_numpy(dtype):
         ref = np.sort(a)
         np.testing.assert_array_equal(np.isnan(b), np.isnan(ref))
         np.testing.assert_array_equal(b[~np.isnan(b)], ref[~np.isnan(ref)])
+
+
+@pytest.mark.parametrize("n", [5, 70_000])
+def test_quantize_scale_from_max_abs_and_non_finite_gradients(n):
+    """The fixed-point scales come from max |grad| / max |hess| (one parallel pass,
+    equal to numpy's at any thread count); a NaN or infinite gradient or hessian
+    raises instead of producing a scale."""
+    from bonsai._dtypes import FIXED_POINT_BITS, count_bits, fixed_point_scale
+    rng = np.random.default_rng(3)
+    g = (rng.normal(size=n) * 3).astype(np.float32)
+    h = rng.uniform(0, 2, size=n).astype(np.float32)
+    gh = np.empty((n, 2), np.int64)
+    for threads in (1, 2):
+        with thread_context(threads):
+            scales = cpu.quantize(g, h, n, gh)
+        assert scales[0] == fixed_point_scale(float(np.max(np.abs(g))), n)
+        assert scales[1] == fixed_point_scale(float(np.max(np.abs(h))), n,
+                                              FIXED_POINT_BITS - count_bits(n))
+    for bad in (np.nan, np.inf, -np.inf):
+        for arr in ("g", "h"):
+            g2, h2 = g.copy(), h.copy()
+            (g2 if arr == "g" else h2)[n // 2] = bad
+            with thread_context(2), pytest.raises(FloatingPointError, match="non-finite"):
+                cpu.quantize(g2, h2, n, gh)

@@ -104,8 +104,10 @@ def quantize(grad, hess, n_rows, out, quant_bins=0, seed=0):
     1 / hess scale]`` (float64), which every split kernel takes to turn cells back
     into sums (exact-mode scales are powers of two: their reciprocals are exact).
     """
-    max_g = float(np.max(np.abs(grad))) if grad.size else 0.0
-    max_h = float(np.max(np.abs(hess))) if hess.size else 0.0
+    m = np.zeros(2)
+    if grad.size:
+        _pick(_hist.max_abs, grad.shape[0] >= MIN_ROWS_PER_THREAD)(grad, hess, m)
+    max_g, max_h = float(m[0]), float(m[1])
     if not (np.isfinite(max_g) and np.isfinite(max_h)):
         raise FloatingPointError("non-finite gradient or hessian")
     if out.shape[1] == 1:

@@ -19,6 +19,45 @@ from ._intrinsics import prefetch_cell, prefetch_item, prefetch_row
 PREFETCH_DISTANCE = 24
 
 
+@parallel_kernel
+def max_abs(grad, hess, out):
+    """``out = [max |grad|, max |hess|]`` (float64), NaN if either holds a NaN.  A
+    maximum is exact in any order, so the threads' partial results combine to the
+    same value at any thread count; one pass and no ``abs`` temporary (numpy's
+    ``np.max(np.abs(g))`` over 900k rows cost about 1 ms per tree).
+
+    grad, hess : (n,) float32, IN ; out : (2,) float64, OUT
+    """
+    n = grad.shape[0]
+    n_chunks = max(1, min(64, n // 16384))
+    part = np.zeros((n_chunks, 2))
+    bad = np.zeros(n_chunks, np.uint8)
+    for c in prange(n_chunks):
+        a = (n * c) // n_chunks
+        b = (n * (c + 1)) // n_chunks
+        mg = 0.0
+        mh = 0.0
+        nan = False
+        for i in range(a, b):
+            g = abs(np.float64(grad[i]))
+            h = abs(np.float64(hess[i]))
+            nan |= (g != g) | (h != h)
+            mg = max(mg, g)
+            mh = max(mh, h)
+        part[c, 0] = mg
+        part[c, 1] = mh
+        bad[c] = nan
+    out[0] = 0.0
+    out[1] = 0.0
+    for c in range(n_chunks):
+        out[0] = max(out[0], part[c, 0])
+        out[1] = max(out[1], part[c, 1])
+        if bad[c]:
+            out[0] = np.nan
+            out[1] = np.nan
+            return
+
+
 @njit(parallel=True, cache=True)
 def quantize_gradients(grad, hess, scale_g, scale_h, count_bits, out):
     """``out[i] = (rint(grad[i] * scale_g), rint(hess[i] * scale_h) * 2**count_bits + 1)``.
