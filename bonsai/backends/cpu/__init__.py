@@ -127,6 +127,27 @@ def quantize(grad, hess, n_rows, out, quant_bins=0, seed=0):
     return np.array([sg, sh, float(cb), 0.0, 1.0 / sg, 1.0 / sh])
 
 
+_ZERO1 = np.zeros(1, np.int64)          # read-only plan constants of one-node calls
+_PTR01 = np.array([0, 1], np.int64)
+_BLOCKS1 = {}
+
+
+def _blocks1(n_blocks):
+    """A cached read-only ``[n_blocks]`` array."""
+    a = _BLOCKS1.get(n_blocks)
+    if a is None:
+        a = _BLOCKS1[n_blocks] = np.array([n_blocks], np.int64)
+    return a
+
+
+def _one_piece(starts, stops, n_threads, min_rows):
+    """Whether ``plan_pieces`` would make one non-empty piece of a single node."""
+    if starts.shape[0] != 1:
+        return False
+    rows = int(stops[0]) - int(starts[0])
+    return rows > 0 and (n_threads == 1 or rows < 2 * min_rows)
+
+
 def _block_plan(starts, stops, slots, n_blocks, n_threads):
     """Wide data: every thread owns a contiguous range of feature blocks and fills
     them for every node, block by block (one block's histogram stays in cache)."""
@@ -175,6 +196,12 @@ def build_histograms(pool, X_binned, feat_off, gh, idx, starts, stops, slots, n_
             plan = _block_plan(starts, stops, slots, n_blocks, n_threads)
             kernel = _pick(_hist.build_histograms, plan[-1].shape[0] > 2)
             kernel(X_binned, feat_off, gh, idx, identity, *plan, pool.hist)
+            return
+        if _one_piece(starts, stops, n_threads, MIN_ROWS_PER_THREAD):
+            # one node, one thread (most leaf-wise splits): the node's own arrays are
+            # the plan, no numpy work in between (~5 us a call less)
+            _hist.build_histograms.serial(X_binned, feat_off, gh, idx, identity, starts, stops,
+                                          slots, _ZERO1, _blocks1(n_blocks), _PTR01, pool.hist)
             return
     node, p_start, p_stop, thread_ptr = plan_pieces(starts, stops, n_threads)
     p_slot, extra = _piece_slots(pool, node, slots, thread_ptr)
@@ -291,8 +318,13 @@ def partition_nodes(X_cols, idx, tmp, starts, stops, feature, bin_, default_left
                     missing_bin, n_threads):
     """Stable partition of each node range (reading the column-major bins
     ``X_cols (F, n)``); returns the rows sent left per node."""
-    node, p_start, p_stop, thread_ptr = plan_pieces(starts, stops, n_threads, MIN_PARTITION_ROWS_PER_THREAD)
     nleft = np.zeros(starts.shape[0], np.int64)
+    if _one_piece(starts, stops, n_threads, MIN_PARTITION_ROWS_PER_THREAD):
+        _part.partition_nodes.serial(X_cols, idx, tmp, _ZERO1, starts, stops, _PTR01, feature,
+                                     bin_, default_left, missing_bin, np.empty(1, np.int64),
+                                     nleft)
+        return nleft
+    node, p_start, p_stop, thread_ptr = plan_pieces(starts, stops, n_threads, MIN_PARTITION_ROWS_PER_THREAD)
     if node.size:
         scratch = np.empty(node.shape[0], np.int64)
         _pick(_part.partition_nodes, thread_ptr.shape[0] > 2)(
