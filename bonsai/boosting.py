@@ -192,8 +192,9 @@ def _grow_round(p, booster, objective, grower, backend, train_set, y, w, raw, ev
     for k in range(k_out):
         with stage("quantize"):
             try:
+                seed = _seed(p.random_state, it, k) if p.quantized_grad else 0  # rounding seed
                 scales = backend.quantize(grad[k], hess[k], rows.shape[0], gh, p.grad_quant_bins,
-                                          _seed(p.random_state, it, k))
+                                          seed)
             except FloatingPointError:
                 raise ValueError(
                     f"gradients became non-finite at iteration {it} (objective="

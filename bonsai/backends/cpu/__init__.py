@@ -249,8 +249,8 @@ def _merge_pieces(pool, node, slots, p_slot, extra):
     """Add the extra pieces' slots into their nodes' slots and free them."""
     if not extra.size:
         return
-    if node[-1] == node[0]:                    # pieces of one node (leaf-wise)
-        dst_nodes = node[:1]
+    if node[-1] == node[0] or extra.size == 1:  # one node cut (2 threads: always)
+        dst_nodes = node[extra[:1]]
         src_ptr = np.array([0, extra.size], np.int64)
     else:
         dst_nodes, counts = np.unique(node[extra], return_counts=True)
