@@ -195,6 +195,17 @@ class BinMapper:
     def feature_thresholds(self, f):
         return self.thresholds[self.thr_offsets[f]:self.thr_offsets[f + 1]]
 
+    def split_thresholds(self, feature, bin_):
+        """Raw thresholds of splits ``bin <= bin_`` on ``feature`` (int arrays): the
+        threshold after value bin ``bin_``, +inf for the last value bin (every value
+        goes left, only missing values can go right)."""
+        feature = np.asarray(feature, np.int64)
+        bin_ = np.asarray(bin_, np.int64)
+        out = np.full(feature.shape, np.inf)
+        has = bin_ < self.n_value_bins[feature] - 1
+        out[has] = self.thresholds[self.thr_offsets[feature[has]] + bin_[has]]
+        return out
+
     def transform_columns(self, X):
         """Column-major bin codes ``(F, n)`` uint8/uint16 of ``X`` (float32/float64,
         any order)."""

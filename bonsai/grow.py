@@ -19,7 +19,7 @@ import numpy as np
 
 from ._dtypes import IDX
 from ._profile import stage
-from .backends.cpu.split import NEG_INF
+from .backends.cpu.split import NEG_INF, leaf_weights
 from .tree import Tree
 
 
@@ -345,8 +345,9 @@ class Grower:
     def _histograms_and_splits(self, batch, nodes, gh, idx, n_leaves, scales, state):
         expandable, sub = self._histograms(batch, nodes, gh, idx, n_leaves)
         self._evaluate(expandable, nodes, scales, state, sub)
+        splittable = set(expandable)
         for c in sub.values():                  # smaller children kept only to subtract
-            if c not in expandable:
+            if c not in splittable:
                 self.pool.release(nodes.slot[c])
                 nodes.slot[c] = -1
         return expandable
@@ -380,8 +381,9 @@ class Grower:
             nodes.slot[n] = -1
         if build:
             self._build(build, nodes, gh, idx)
+        subtracted = set(sub.values())
         for c in build:
-            if c not in expandable and c not in sub.values():
+            if c not in expandable and c not in subtracted:
                 self.pool.release(nodes.slot[c])
                 nodes.slot[c] = -1
         return sorted(expandable), sub
@@ -398,29 +400,27 @@ class Grower:
         """Quantized mode: recompute every node's value and cover from the exact float
         gradients of its rows (leaves summed in row order, internal nodes as the sum
         of their children: a fixed order)."""
-        from .backends.cpu.split import leaf_weight
         ls = self.backend.leaf_sums(grad, hess, idx, leaf_start, leaf_stop)
         sums = np.zeros((tree.n_nodes, 2))
         sums[leaves] = ls
         for i in range(tree.n_nodes - 1, -1, -1):  # children have larger ids than parents
             if tree.left[i] >= 0:
                 sums[i] = sums[tree.left[i]] + sums[tree.right[i]]
-        lam, alpha, mds = self.cfg[0], self.cfg[1], self.cfg[2]
-        for i in range(tree.n_nodes):
-            tree.value[i] = leaf_weight(sums[i, 0], sums[i, 1], lam, alpha, mds)
+        leaf_weights(sums[:, 0].copy(), sums[:, 1].copy(), self.cfg[0], self.cfg[1],
+                     self.cfg[2], tree.value)
         tree.cover[:] = sums[:, 1]
 
     def _finish(self, nodes, scales):
         """The grown nodes as a ``Tree`` (arrays built in a few numpy passes: this runs
         once per tree, 1000 times in a 100-round 10-class fit)."""
         n = len(nodes)
-        lam, alpha, mds = self.cfg[0], self.cfg[1], self.cfg[2]
         left = np.array(nodes.left, np.int32)
         right = np.array(nodes.right, np.int32)
         sums = np.array(nodes.sums, np.int64).reshape(n, 3)
-        h = sums[:, 1] / scales[1]
-        value = leaf_weights(sums[:, 0] / scales[0], h, lam, alpha, mds)
-        cover = h
+        cover = sums[:, 1] / scales[1]
+        value = np.empty(n)
+        leaf_weights(sums[:, 0] / scales[0], cover, self.cfg[0], self.cfg[1], self.cfg[2],
+                     value)
         count = np.array(nodes.stop, np.int64) - np.array(nodes.start, np.int64)
         internal = left >= 0
         feature = np.where(internal, np.array(nodes.feature, np.int64), -1).astype(np.int32)
@@ -428,13 +428,7 @@ class Grower:
         default_left = np.where(internal, np.array(nodes.default_left, np.int64), 0).astype(np.uint8)
         gain = np.where(internal, np.array(nodes.gain, np.float64), 0.0)
         threshold = np.zeros(n)
-        f = feature[internal].astype(np.int64)
-        b = bin_thr[internal].astype(np.int64)
-        off = self.bm.thr_offsets
-        has = b < off[f + 1] - off[f]          # the last value bin: everything goes left
-        threshold[internal] = np.where(
-            has, self.bm.thresholds[np.where(has, off[f] + b, 0)] if self.bm.thresholds.size
-            else np.inf, np.inf)
+        threshold[internal] = self.bm.split_thresholds(feature[internal], bin_thr[internal])
         tree = Tree(feature, threshold, bin_thr, default_left, left, right, value, gain,
                     cover, count, oblivious=self.policy == "oblivious")
         leaves = np.flatnonzero(left < 0)
@@ -442,14 +436,3 @@ class Grower:
         stops = np.array(nodes.stop, np.int64)
         return tree, leaves, starts[leaves], stops[leaves]
 
-
-def leaf_weights(g, h, reg_lambda, reg_alpha, max_delta_step):
-    """``split.leaf_weight`` over arrays, value for value the same: ``-T(G) / (H +
-    lambda)`` (0 where that is not positive), clipped to ``max_delta_step``."""
-    den = h + reg_lambda
-    t = np.where(g > reg_alpha, g - reg_alpha, np.where(g < -reg_alpha, g + reg_alpha, 0.0))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        w = np.where(den > 0.0, -t / np.where(den > 0.0, den, 1.0), 0.0)
-    if max_delta_step > 0.0:
-        w = np.clip(w, -max_delta_step, max_delta_step)
-    return w

@@ -706,12 +706,12 @@ def test_quantize_scale_from_max_abs_and_non_finite_gradients(n):
 def test_leaf_weights_array_equals_scalar(lam, alpha, mds):
     """The grower's array form of the leaf weight equals the split kernels' scalar one
     bit for bit (signs of zero included), empty and zero-hessian nodes too."""
-    from bonsai.backends.cpu.split import leaf_weight
-    from bonsai.grow import leaf_weights
+    from bonsai.backends.cpu.split import leaf_weight, leaf_weights
     rng = np.random.default_rng(4)
     g = np.concatenate([rng.normal(size=200) * 3, [0.0, -0.0, 0.2, -0.2, alpha, -alpha]])
     h = np.concatenate([rng.uniform(0, 2, size=200), [0.0, 0.0, 0.0, 1.0, 1.0, 0.0]])
-    got = leaf_weights(g, h, lam, alpha, mds)
+    got = np.empty(g.shape[0])
+    leaf_weights(g, h, lam, alpha, mds, got)
     exp = np.array([leaf_weight(a, b, lam, alpha, mds) for a, b in zip(g, h)])
     np.testing.assert_array_equal(got, exp)
     assert np.array_equal(np.signbit(got), np.signbit(exp))

@@ -206,12 +206,8 @@ def build_histograms(pool, X_binned, feat_off, gh, idx, starts, stops, slots, n_
     node, p_start, p_stop, thread_ptr = plan_pieces(starts, stops, n_threads)
     p_slot, extra = _piece_slots(pool, node, slots, thread_ptr)
     hist = pool.hist
-    if starts.shape[0] == 1:                   # one node (leaf-wise): no numpy search
-        if stops[0] == starts[0]:
-            hist[slots[0]] = 0
-    else:
-        for i in np.flatnonzero(stops == starts):  # empty nodes get no piece: zero them
-            hist[slots[i]] = 0
+    for i in np.flatnonzero(stops == starts):  # empty nodes get no piece: zero them here
+        hist[slots[i]] = 0
     parallel = thread_ptr.shape[0] > 2
     if sparse:
         task_tot = np.empty((node.shape[0], hist.shape[2]), np.int64)
@@ -249,12 +245,10 @@ def _merge_pieces(pool, node, slots, p_slot, extra):
     """Add the extra pieces' slots into their nodes' slots and free them."""
     if not extra.size:
         return
-    if node[-1] == node[0] or extra.size == 1:  # one node cut (2 threads: always)
-        dst_nodes = node[extra[:1]]
-        src_ptr = np.array([0, extra.size], np.int64)
-    else:
-        dst_nodes, counts = np.unique(node[extra], return_counts=True)
-        src_ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    cut = node[extra]                          # sorted: pieces follow node order
+    first = np.flatnonzero(np.concatenate(([True], cut[1:] != cut[:-1])))
+    dst_nodes = cut[first]
+    src_ptr = np.append(first, cut.size).astype(np.int64)
     _hist.merge_slots.serial(pool.hist, slots[dst_nodes].astype(np.int64), src_ptr,
                              p_slot[extra].astype(np.int64))
     for s in p_slot[extra]:

@@ -30,6 +30,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit, prange
 
+from ...tree import float32_floor
 from ._intrinsics import gt_mask64, or_bits64
 from ._jit import parallel_kernel
 
@@ -123,7 +124,6 @@ def heap_layout(feature, threshold, default_left, left, right, value, tree_offse
     k[order] = k_sorted
     tables = np.full((n_used, 256), np.inf)
     tables[fs[new], k_sorted[new]] = ts[new]
-    from ...tree import float32_floor
     tables32 = float32_floor(tables)
     # byte columns: one per (feature, missing direction) some node reads
     miss_left = (default_left[internal] != 0).astype(np.int64)

@@ -45,6 +45,14 @@ def leaf_weight(g, h, reg_lambda, reg_alpha, max_delta_step):
     return w
 
 
+@njit(cache=True)
+def leaf_weights(g, h, reg_lambda, reg_alpha, max_delta_step, out):
+    """``out[i] = leaf_weight(g[i], h[i], ...)`` over float64 arrays (the grower's
+    finished nodes: one call per tree instead of one per node)."""
+    for i in range(g.shape[0]):
+        out[i] = leaf_weight(g[i], h[i], reg_lambda, reg_alpha, max_delta_step)
+
+
 @njit(cache=True, inline="always")
 def leaf_score(g, h, reg_lambda, reg_alpha, max_delta_step):
     den = h + reg_lambda
@@ -86,7 +94,12 @@ def _candidate_gain(cg, ch, tg, th, scales, cfg, parent, plain):
     the score is ``G^2 / (H + lambda)`` with no sign branches (``T(G) = G``): the
     same value bit for bit, and a 2-node leaf-wise scan took 50 instead of 66 us
     (1M x 28, 255 bins; the branches of ``T`` on the sign of G mispredict).  One
-    common denominator instead of two divisions was slower (54 us)."""
+    common denominator instead of two divisions was slower (54 us).
+
+    ``scales = [sg, sh, count_bits, packed, 1/sg, 1/sh]``: sums are multiplied by the
+    reciprocals (a division costs several times more).  Exact-mode scales are powers
+    of two, so that is ``x / s`` bit for bit; in packed mode it is one fixed rounding.
+    (A branch between the two forms here made leaf-wise split finding twice slower.)"""
     hl = ch * scales[5]
     hr = (th - ch) * scales[5]
     if hl < cfg[3] or hr < cfg[3]:
@@ -105,12 +118,7 @@ def _candidate_gain(cg, ch, tg, th, scales, cfg, parent, plain):
 @njit(cache=True, inline="always")
 def _split_gain(cg, ch, cc, tg, th, tc, scales, cfg, min_child_samples, parent, plain):
     """Gain of sending (cg, ch, cc) left out of the node total (tg, th, tc), or -inf
-    when a child breaks ``min_child_samples`` / ``min_child_weight``.
-
-    ``scales = [sg, sh, count_bits, packed, 1/sg, 1/sh]``: the scan multiplies by the
-    reciprocals (a division costs several times more).  Exact-mode scales are powers
-    of two, so that is ``x / s`` bit for bit; in packed mode it is one fixed rounding.
-    (A branch between the two forms here made leaf-wise split finding twice slower.)"""
+    when a child breaks ``min_child_samples`` / ``min_child_weight``."""
     if cc < min_child_samples or tc - cc < min_child_samples:
         return NEG_INF
     return _candidate_gain(cg, ch, tg, th, scales, cfg, parent, plain)
