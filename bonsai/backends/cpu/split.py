@@ -171,11 +171,89 @@ def range_sums(hist, slots, lo, hi, extra, cbits, packed, cnt_factor, out):
         out[i, 2] = c
 
 
+@njit(cache=True, inline="always")
+def _compact(H, base, nv, packed, ea, ec, eb):
+    """Prefix sums of a feature's value bins ``0..nv-1`` at its non-empty bins (bin 0
+    always): ``ea[k], ec[k]`` the left cell sums of threshold ``eb[k]``; returns k.
+
+    An empty bin b > 0 leaves the sums, so both candidates, exactly as at b - 1, which
+    already won any tie: it is dropped (small nodes are mostly empty).  Branch-free:
+    every bin is written and the count advances only past a kept one."""
+    la = np.int64(0)
+    lc2 = np.int64(0)
+    k = 0
+    for b in range(nv):
+        c0 = H[base + b, 0]
+        c1 = np.int64(0) if packed else H[base + b, 1]
+        la += c0
+        lc2 += c1
+        ea[k] = la
+        ec[k] = lc2
+        eb[k] = b
+        k += (b == 0) | (c0 != 0) | (c1 != 0)
+    return k
+
+
+@njit(cache=True, inline="always")
+def _gains_plain(ea, ec, k, ma, mc2, tg, th, tc, cbits, mask, scales, cfg, mcs, parent, out):
+    """``out[j]`` = gain of sending cells ``(ea[j] + ma, ec[j] + mc2)`` left, exact
+    cells and ``plain`` gain.  The same arithmetic as ``_split_gain`` (a zero
+    denominator scores 0, as in ``leaf_score``), written with selects instead of
+    branches so that LLVM vectorises it (8 divisions per instruction with AVX-512);
+    bit-identical, since each gain is computed alone in the same order."""
+    s4 = scales[4]
+    s5 = scales[5]
+    lam = cfg[0]
+    mcw = cfg[3]
+    for j in range(k):
+        a = ea[j] + ma
+        c2 = ec[j] + mc2
+        ch = c2 >> cbits
+        cc = c2 & mask
+        hl = ch * s5
+        hr = (th - ch) * s5
+        gl = a * s4
+        gr = (tg - a) * s4
+        dl = hl + lam
+        dr = hr + lam
+        sl = gl * gl / dl if dl > 0.0 else 0.0
+        sr = gr * gr / dr if dr > 0.0 else 0.0
+        v = sl + sr - parent
+        ok = (cc >= mcs) & (tc - cc >= mcs) & (hl >= mcw) & (hr >= mcw)
+        out[j] = v if ok else NEG_INF
+
+
+@njit(cache=True, inline="always")
+def _gains_general(ea, ec, k, ma, mc2, tg, th, tc, packed, cbits, mask, cf, scales, cfg, mcs,
+                   parent, plain, out):
+    """``_gains_plain`` for packed cells, ``reg_alpha`` or ``max_delta_step``."""
+    for j in range(k):
+        cg, ch, cc = _decode(ea[j] + ma, ec[j] + mc2, packed, cbits, mask, cf)
+        out[j] = _split_gain(cg, ch, cc, tg, th, tc, scales, cfg, mcs, parent, plain)
+
+
+@njit(cache=True, inline="always")
+def _gains(ea, ec, k, ma, mc2, tg, th, tc, packed, cbits, mask, cf, scales, cfg, mcs, parent,
+           plain, out):
+    if plain and not packed:
+        _gains_plain(ea, ec, k, ma, mc2, tg, th, tc, cbits, mask, scales, cfg, mcs, parent, out)
+    else:
+        _gains_general(ea, ec, k, ma, mc2, tg, th, tc, packed, cbits, mask, cf, scales, cfg, mcs,
+                       parent, plain, out)
+
+
 @parallel_kernel
 def find_best_splits(hist, slots, sub_slots, node_rows, feat_off, n_value_bins, feature_mask, scales, cfg,
                      min_child_samples, out_gain, out_feature, out_bin, out_default_left,
                      out_left_sums, out_node_sums):
     """Best split of each node.
+
+    Each feature is scanned in three passes over its bins: prefix sums at the
+    non-empty bins (``_compact``), every candidate's gain (``_gains``, vectorised),
+    then the first maximum in (bin, missing right before left) order.  Measured on
+    captured 2-node leaf-wise calls (1M x 28, 255 bins): 40 -> 23 us, and 52 -> 25 us
+    with 40% missing values, against one fused scalar loop with two divisions per
+    candidate.
 
     Parameters
     ----------
@@ -188,7 +266,7 @@ def find_best_splits(hist, slots, sub_slots, node_rows, feat_off, n_value_bins, 
     feat_off : (F + 1,) int64, IN
     n_value_bins : (F,) int64, IN -- non-missing bins; the missing bin follows them
     feature_mask : (m, F) uint8, IN -- 1 where the feature may be used at that node
-    scales : (4,) float64 = grad scale, hess scale, count_bits, packed flag, IN
+    scales : (6,) float64 = grad scale, hess scale, count_bits, packed flag, 1/sg, 1/sh
     cfg : (5,) float64 = reg_lambda, reg_alpha, max_delta_step, min_child_weight, min_split_gain
     min_child_samples : int
     out_gain : (m,) float64, OUT -- -inf where no valid split
@@ -205,9 +283,16 @@ def find_best_splits(hist, slots, sub_slots, node_rows, feat_off, n_value_bins, 
     lam = cfg[0]
     alpha = cfg[1]
     mds = cfg[2]
-    msg = cfg[4]
     plain = mds <= 0.0 and alpha == 0.0
+    max_nv = 1
+    for f in range(n_features):
+        max_nv = max(max_nv, n_value_bins[f])
     for i in prange(slots.shape[0]):
+        ea = np.empty(max_nv, np.int64)
+        ec = np.empty(max_nv, np.int64)
+        eb = np.empty(max_nv, np.int64)
+        g0 = np.empty(max_nv)
+        g1 = np.empty(max_nv)
         H = hist[slots[i]]
         if sub_slots[i] >= 0:
             H -= hist[sub_slots[i]]
@@ -222,68 +307,61 @@ def find_best_splits(hist, slots, sub_slots, node_rows, feat_off, n_value_bins, 
         bf = -1
         bb = -1
         bdl = 0
-        blg = 0
-        blh = 0
-        blc = 0
+        ba = np.int64(0)
+        bc2 = np.int64(0)
         for f in range(n_features):
             if feature_mask[i, f] == 0:
                 continue
             nv = n_value_bins[f]
             base = feat_off[f]
-            mg, mh, mc = _decode(H[base + nv, 0], 0 if packed else H[base + nv, 1],
-                                 packed, cbits, mask, cf)
-            la = np.int64(0)
-            lc2 = np.int64(0)
-            # threshold b sends value bins 0..b left; b == nv - 1 (all values left)
-            # only makes sense with missing values going right.
-            last_ch = 0 if packed else 1
-            for b in range(nv):
-                # an empty bin (b > 0) leaves the sums, so both candidates, exactly as at
-                # b - 1, which already won any tie: skip it (small nodes are mostly empty)
-                if b > 0 and H[base + b, last_ch] == 0 and H[base + b, 0] == 0:
-                    continue
-                la += H[base + b, 0]
-                if not packed:
-                    lc2 += H[base + b, 1]
-                lg, lh, lc = _decode(la, lc2, packed, cbits, mask, cf)
-                # missing values right (threshold b == nv - 1 sends every value left:
-                # a split only when there are missing values)
-                if (b != nv - 1 or mc != 0) and lc >= min_child_samples \
-                        and tc - lc >= min_child_samples:
-                    gain = _candidate_gain(lg, lh, tg, th, scales, cfg, parent, plain)
-                    if gain > best:
-                        best = gain
+            ma = H[base + nv, 0]
+            mc2 = np.int64(0) if packed else H[base + nv, 1]
+            mc = _decode(ma, mc2, packed, cbits, mask, cf)[2]
+            k = _compact(H, base, nv, packed, ea, ec, eb)
+            # threshold nv - 1 sends every value left: a split only with missing
+            # values, sent right
+            last = eb[k - 1] == nv - 1
+            _gains(ea, ec, k, 0, 0, tg, th, tc, packed, cbits, mask, cf, scales, cfg,
+                   min_child_samples, parent, plain, g0)
+            if mc == 0:
+                if last:
+                    g0[k - 1] = NEG_INF
+                for j in range(k):
+                    if g0[j] > best:
+                        best = g0[j]
                         bf = f
-                        bb = b
+                        bb = eb[j]
                         bdl = 0
-                        blg = lg
-                        blh = lh
-                        blc = lc
-                # missing values left
-                if mc != 0 and b != nv - 1:
-                    cg = lg + mg
-                    ch = lh + mh
-                    cc = lc + mc
-                    if cc >= min_child_samples and tc - cc >= min_child_samples:
-                        gain = _candidate_gain(cg, ch, tg, th, scales, cfg, parent, plain)
-                        if gain > best:
-                            best = gain
-                            bf = f
-                            bb = b
-                            bdl = 1
-                            blg = cg
-                            blh = ch
-                            blc = cc
-        if bf >= 0 and best > msg:
-            out_gain[i] = best
-        else:
-            out_gain[i] = NEG_INF
+                        ba = ea[j]
+                        bc2 = ec[j]
+                continue
+            _gains(ea, ec, k, ma, mc2, tg, th, tc, packed, cbits, mask, cf, scales, cfg,
+                   min_child_samples, parent, plain, g1)
+            if last:
+                g1[k - 1] = NEG_INF
+            for j in range(k):
+                if g0[j] > best:
+                    best = g0[j]
+                    bf = f
+                    bb = eb[j]
+                    bdl = 0
+                    ba = ea[j]
+                    bc2 = ec[j]
+                if g1[j] > best:
+                    best = g1[j]
+                    bf = f
+                    bb = eb[j]
+                    bdl = 1
+                    ba = ea[j] + ma
+                    bc2 = ec[j] + mc2
+        out_gain[i] = best if (bf >= 0 and best > cfg[4]) else NEG_INF
         out_feature[i] = bf
         out_bin[i] = bb
         out_default_left[i] = bdl
-        out_left_sums[i, 0] = blg
-        out_left_sums[i, 1] = blh
-        out_left_sums[i, 2] = blc
+        lg, lh, lc = _decode(ba, bc2, packed, cbits, mask, cf)
+        out_left_sums[i, 0] = lg
+        out_left_sums[i, 1] = lh
+        out_left_sums[i, 2] = lc
 
 
 @njit(parallel=True, cache=True)
