@@ -2,10 +2,11 @@
 
     root -> build histogram -> find split
     loop:  policy.select(frontier) -> nodes to split now
-           backend.partition(those nodes)                 (one call per batch)
-           build the smaller children's histograms        (one call per batch)
-           larger child = parent - smaller child          (exact: integer cells)
-           policy.evaluate(children)                      (one call per batch)
+           backend.split_nodes(those nodes)               (one call per batch:)
+               partition their rows
+               build the smaller children's histograms
+               larger child = parent - smaller child      (exact: integer cells)
+               find the children's best splits
 
 * ``depthwise`` splits every splittable node of a level at once (level batching).
 * ``leafwise`` splits the single best leaf (a best-first queue by gain).
@@ -141,24 +142,18 @@ class Grower:
             batch = self._select(frontier, nodes, n_leaves, scales, state)
             if not batch:
                 break
-            children = self._split(batch, nodes, idx)
             n_leaves += len(batch)
-            done = set(batch)
             if self.policy == "leafwise":
                 for n in batch:
                     frontier.remove(n)
-                frontier += children
-            else:
+            else:                       # the level is done: free what was not split
+                done = set(batch)
                 for n in frontier:
                     if n not in done and nodes.slot[n] >= 0:
                         self.pool.release(nodes.slot[n])
                         nodes.slot[n] = -1
-                frontier = children
-            expandable = self._children(batch, children, nodes, gh, idx, n_leaves, scales,
-                                        state)
-            for n in children:
-                if n not in expandable:
-                    frontier.remove(n)
+                frontier = []
+            frontier += self._split_batch(batch, nodes, gh, idx, n_leaves, scales, state)
             if self.policy == "leafwise" and self.max_leaves > 0:
                 frontier = self._drop_unreachable(frontier, nodes, self.max_leaves - n_leaves)
         for n in frontier:
@@ -247,19 +242,12 @@ class Grower:
             nodes.left_sums[n] = lsums[j]
         return list(frontier)
 
-    def _evaluate(self, ids, nodes, scales, state, sub=None):
-        """Best split of each node of ``ids``; ``sub`` maps a node whose slot still holds
-        its parent's histogram to the sibling to subtract first (see _histograms)."""
-        if not ids:
-            return
+    def _evaluate(self, ids, nodes, scales, state):
+        """Node sums and best split of each node of ``ids`` (the root; children are
+        evaluated inside ``backend.split_nodes``)."""
         slots = np.array([nodes.slot[n] for n in ids], np.int64)
         rows = self._rows(ids, nodes)
-        sub_slots = np.array([nodes.slot[sub[n]] if sub and n in sub else -1 for n in ids],
-                             np.int64)
         if self.policy == "oblivious":  # the level split is chosen jointly in _select_level
-            todo = sub_slots >= 0
-            if todo.any():
-                self.backend.subtract_histograms(self.pool, slots[todo], sub_slots[todo])
             for n, s in zip(ids, self.backend.node_sums(self.pool, slots, rows, self.feat_off,
                                                         scales)):
                 nodes.sums[n] = s
@@ -268,13 +256,12 @@ class Grower:
         with stage("splits"):
             gain, feat, bin_, dl, lsum, sums = self.backend.find_best_splits(
                 self.pool, slots, rows, self.feat_off, self.n_value_bins, masks, scales,
-                self.cfg, self.min_child_samples, sub_slots)
-        for j, n, g, f, b, d in zip(range(len(ids)), ids, gain.tolist(), feat.tolist(),
-                                    bin_.tolist(), dl.tolist()):
-            nodes.gain[n] = g
-            nodes.feature[n] = f
-            nodes.bin[n] = b
-            nodes.default_left[n] = d
+                self.cfg, self.min_child_samples)
+        for j, n in enumerate(ids):
+            nodes.gain[n] = float(gain[j])
+            nodes.feature[n] = int(feat[j])
+            nodes.bin[n] = int(bin_[j])
+            nodes.default_left[n] = int(dl[j])
             nodes.left_sums[n] = lsum[j]
             nodes.sums[n] = sums[j]
 
@@ -282,111 +269,95 @@ class Grower:
     def _rows(ids, nodes):
         return np.array([nodes.stop[n] - nodes.start[n] for n in ids], np.int64)
 
-    def _split(self, batch, nodes, idx):
-        """Partition every node of ``batch`` in one backend call; create children."""
-        starts = np.array([nodes.start[n] for n in batch], np.int64)
-        stops = np.array([nodes.stop[n] for n in batch], np.int64)
-        feat = np.array([nodes.feature[n] for n in batch], np.int64)
-        with stage("partition"):
-            nleft = self.backend.partition_nodes(
-                self.X_cols, idx, self.tmp, starts, stops, feat,
-                np.array([nodes.bin[n] for n in batch], np.int64),
-                np.array([nodes.default_left[n] for n in batch], np.uint8),
-                self.missing_bin[feat].astype(np.int64), self.n_threads)
-        children = []
-        for j, n in enumerate(batch):
-            mid = int(starts[j] + nleft[j])
-            d = nodes.depth[n] + 1
-            lsum = nodes.left_sums[n]
-            rsum = None if lsum is None else nodes.sums[n] - lsum
-            nodes.left[n] = nodes.add(starts[j], mid, d, n, lsum)
-            nodes.right[n] = nodes.add(mid, stops[j], d, n, rsum)
-            children.extend((nodes.left[n], nodes.right[n]))
-        return children
-
-    def _expandable(self, n, nodes, n_leaves):
-        if self.max_depth > 0 and nodes.depth[n] >= self.max_depth:
-            return False
-        if self.max_leaves > 0 and n_leaves >= self.max_leaves:
-            return False
-        if self.policy == "oblivious":
-            return True
-        return nodes.stop[n] - nodes.start[n] >= 2 * self.min_child_samples
-
-    #: parents per pass on the deepest depth-wise level (see ``_children``)
+    #: parents per pass on the deepest depth-wise level (see ``_split_batch``)
     LAST_LEVEL_CHUNK = 8
 
-    def _children(self, batch, children, nodes, gh, idx, n_leaves, scales, state):
-        """Histograms and best splits of the children of ``batch``; returns the
-        children that can still be split.
+    def _split_batch(self, batch, nodes, gh, idx, n_leaves, scales, state):
+        """Split every node of ``batch`` and find its children's splits; returns the
+        children that can still be split, in node order.
 
         Depth-wise, children one level above ``max_depth`` only need their histograms
         until their own split is found (their children are leaves), so that level
         goes ``LAST_LEVEL_CHUNK`` parents at a time and frees each pass's histograms:
         the pool peaks at the level above plus one pass instead of the whole deepest
         level (depth 8: 72 histograms instead of 128; 6 MB on 28 features, 2000 x
-        more on wide data).  Histograms are integer sums and the children are
-        evaluated in the same order, so the tree is the same."""
-        last = (self.policy == "depthwise" and self.max_depth > 0 and children
-                and nodes.depth[children[0]] + 1 >= self.max_depth)
+        more on wide data).  Histograms are integer sums and each node's split only
+        depends on its own rows, so the tree is the same."""
+        depth = nodes.depth[batch[0]] + 1
+        last = self.policy == "depthwise" and self.max_depth > 0 and depth + 1 >= self.max_depth
         if not last or len(batch) <= self.LAST_LEVEL_CHUNK:
-            return self._histograms_and_splits(batch, nodes, gh, idx, n_leaves, scales,
-                                               state)
+            return self._split_part(batch, nodes, gh, idx, n_leaves, scales, state, depth)
         expandable = []
         for c0 in range(0, len(batch), self.LAST_LEVEL_CHUNK):
-            part = self._histograms_and_splits(batch[c0:c0 + self.LAST_LEVEL_CHUNK], nodes,
-                                               gh, idx, n_leaves, scales, state)
+            part = self._split_part(batch[c0:c0 + self.LAST_LEVEL_CHUNK], nodes, gh, idx,
+                                    n_leaves, scales, state, depth)
             for n in part:
                 self.pool.release(nodes.slot[n])
                 nodes.slot[n] = -1
             expandable += part
         return expandable
 
-    def _histograms_and_splits(self, batch, nodes, gh, idx, n_leaves, scales, state):
-        expandable, sub = self._histograms(batch, nodes, gh, idx, n_leaves)
-        self._evaluate(expandable, nodes, scales, state, sub)
-        splittable = set(expandable)
-        for c in sub.values():                  # smaller children kept only to subtract
-            if c not in splittable:
-                self.pool.release(nodes.slot[c])
-                nodes.slot[c] = -1
+    def _split_part(self, batch, nodes, gh, idx, n_leaves, scales, state, depth):
+        """One ``backend.split_nodes`` call: partition ``batch`` (nodes at
+        ``depth - 1``), fill the smaller children's histograms into fresh slots, keep
+        each parent's slot for its larger child (which has the smaller subtracted),
+        and find the best split of every child that can split.  Creates the children
+        (left, right per parent) and returns those that can split."""
+        m = len(batch)
+        child_ok = not ((self.max_depth > 0 and depth >= self.max_depth)
+                        or (self.max_leaves > 0 and n_leaves >= self.max_leaves))
+        starts = np.array([nodes.start[n] for n in batch], np.int64)
+        stops = np.array([nodes.stop[n] for n in batch], np.int64)
+        parent_slot = np.array([nodes.slot[n] for n in batch], np.int64)
+        new_slot = np.array([self.pool.alloc() for _ in batch], np.int64)
+        if self.policy == "oblivious":   # the level's split is chosen in _select_level
+            masks = self._no_features(2 * m)
+        else:
+            masks = self._masks([depth] * (2 * m), state)
+        nleft, slot, gain, feat, bin_, dl, lsum, sums = self.backend.split_nodes(
+            self.pool, self.X_cols, self.X, self.feat_off, self.n_value_bins,
+            self.missing_bin, gh, idx, self.tmp, starts, stops,
+            np.array([nodes.feature[n] for n in batch], np.int64),
+            np.array([nodes.bin[n] for n in batch], np.int64),
+            np.array([nodes.default_left[n] for n in batch], np.uint8), parent_slot, new_slot,
+            child_ok, 0 if self.policy == "oblivious" else 2 * self.min_child_samples, masks,
+            scales, self.cfg, self.min_child_samples, self.n_threads)
+        slot = slot.tolist()
+        kept = set(slot)
+        expandable = []
+        for j, n in enumerate(batch):
+            for s in (int(parent_slot[j]), int(new_slot[j])):
+                if s not in kept:
+                    self.pool.release(s)
+            nodes.slot[n] = -1
+            start, stop, mid = int(starts[j]), int(stops[j]), int(starts[j] + nleft[j])
+            lsum_n = nodes.left_sums[n]
+            for c, (a, b, csum) in enumerate(((start, mid, lsum_n),
+                                              (mid, stop, nodes.sums[n] - lsum_n))):
+                k = 2 * j + c
+                child = nodes.add(a, b, depth, n, csum)
+                if c == 0:
+                    nodes.left[n] = child
+                else:
+                    nodes.right[n] = child
+                if slot[k] < 0:
+                    continue
+                nodes.slot[child] = slot[k]
+                nodes.sums[child] = sums[k]
+                if self.policy != "oblivious":
+                    nodes.gain[child] = float(gain[k])
+                    nodes.feature[child] = int(feat[k])
+                    nodes.bin[child] = int(bin_[k])
+                    nodes.default_left[child] = int(dl[k])
+                    nodes.left_sums[child] = lsum[k]
+                expandable.append(child)
         return expandable
 
-    def _histograms(self, batch, nodes, gh, idx, n_leaves):
-        """Children histograms: build the smaller child; the larger child keeps its
-        parent's histogram, from which split finding subtracts the smaller one just
-        before scanning it (``sub``: larger child -> smaller child), while both are
-        in cache.  Returns (the sorted children that can still be split, sub)."""
-        expandable = set()
-        build = []
-        sub = {}
-        for n in batch:
-            lc, rc = nodes.left[n], nodes.right[n]
-            ok = [c for c in (lc, rc) if self._expandable(c, nodes, n_leaves)]
-            if not ok:
-                if nodes.slot[n] >= 0:
-                    self.pool.release(nodes.slot[n])
-                    nodes.slot[n] = -1
-                continue
-            expandable.update(ok)
-            small, large = (lc, rc) if (nodes.stop[lc] - nodes.start[lc]
-                                        <= nodes.stop[rc] - nodes.start[rc]) else (rc, lc)
-            nodes.slot[small] = self.pool.alloc()
-            build.append(small)
-            if large in expandable:     # else the parent's histogram is not needed
-                nodes.slot[large] = nodes.slot[n]
-                sub[large] = small
-            else:
-                self.pool.release(nodes.slot[n])
-            nodes.slot[n] = -1
-        if build:
-            self._build(build, nodes, gh, idx)
-        subtracted = set(sub.values())
-        for c in build:
-            if c not in expandable and c not in subtracted:
-                self.pool.release(nodes.slot[c])
-                nodes.slot[c] = -1
-        return sorted(expandable), sub
+    def _no_features(self, m):
+        z = getattr(self, "_zero_masks", None)
+        if z is None or z.shape[0] < m:
+            z = self._zero_masks = np.zeros((max(m, 2), self.n_value_bins.shape[0]), np.uint8)
+        return z[:m]
 
     def _build(self, ids, nodes, gh, idx, identity=False):
         with stage("histograms"):

@@ -8,12 +8,14 @@ integers, the result does not depend on that split.
 """
 import numpy as np
 
+from ... import _profile
 from ..._dtypes import FIXED_POINT_BITS, HIST, N_HIST_CHANNELS, count_bits, fixed_point_scale
 from . import histogram as _hist
 from . import partition as _part
 from . import predict as _pred
 from . import predict_binned as _heaps
 from . import split as _split
+from . import step as _step
 
 NAME = "cpu"
 #: below this many rows per thread a level runs on one thread: a parallel region
@@ -50,6 +52,15 @@ class HistogramPool:
 
     def release(self, slot):
         self.free.append(int(slot))
+
+    def scratch(self, n):
+        """``n`` slots reserved for the whole fit (thread pieces of the split step)."""
+        s = getattr(self, "_scratch", None)
+        if s is None or s.shape[0] < n:
+            extra = [self.alloc() for _ in range(n - (0 if s is None else s.shape[0]))]
+            s = np.array(([] if s is None else list(s)) + extra, np.int64)
+            self._scratch = s
+        return s[:n]
 
 
 _EMPTY_PLAN = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
@@ -129,15 +140,43 @@ def quantize(grad, hess, n_rows, out, quant_bins=0, seed=0):
 
 _ZERO1 = np.zeros(1, np.int64)          # read-only plan constants of one-node calls
 _PTR01 = np.array([0, 1], np.int64)
-_BLOCKS1 = {}
+_PLAN_CONST = {}
+
+
+def _plan_const(n_t, n_blocks):
+    """Cached read-only plan arrays of ``n_t`` pieces over all ``n_blocks`` blocks:
+    (block_lo zeros, block_hi, thread_ptr 0..n_t, merge pointer [0, n_t - 1])."""
+    key = (n_t, n_blocks)
+    c = _PLAN_CONST.get(key)
+    if c is None:
+        c = _PLAN_CONST[key] = (np.zeros(n_t, np.int64), np.full(n_t, n_blocks, np.int64),
+                                np.arange(n_t + 1, dtype=np.int64),
+                                np.array([0, n_t - 1], np.int64))
+    return c
 
 
 def _blocks1(n_blocks):
     """A cached read-only ``[n_blocks]`` array."""
-    a = _BLOCKS1.get(n_blocks)
-    if a is None:
-        a = _BLOCKS1[n_blocks] = np.array([n_blocks], np.int64)
-    return a
+    return _plan_const(1, n_blocks)[1]
+
+
+def _build_one_node(pool, X_binned, feat_off, gh, idx, identity, start, stop, slots, n_t,
+                    n_blocks):
+    """One dense node cut into ``n_t >= 2`` equal row pieces, one per thread, the extra
+    pieces in fresh slots added into the node's slot afterwards: what the general
+    path does, without its numpy planning (most leaf-wise splits above 8k rows;
+    ~8 us a call less)."""
+    cuts = np.array([start + ((stop - start) * j) // n_t for j in range(n_t + 1)], np.int64)
+    p_slot = np.empty(n_t, np.int64)
+    p_slot[0] = slots[0]
+    for j in range(1, n_t):
+        p_slot[j] = pool.alloc()
+    blo, bhi, ptr, merge_ptr = _plan_const(n_t, n_blocks)
+    _hist.build_histograms(X_binned, feat_off, gh, idx, identity, cuts[:-1], cuts[1:], p_slot,
+                           blo, bhi, ptr, pool.hist)
+    _hist.merge_slots.serial(pool.hist, slots, merge_ptr, p_slot[1:])
+    for j in range(1, n_t):
+        pool.release(p_slot[j])
 
 
 def _one_piece(starts, stops, n_threads, min_rows):
@@ -203,6 +242,13 @@ def build_histograms(pool, X_binned, feat_off, gh, idx, starts, stops, slots, n_
             _hist.build_histograms.serial(X_binned, feat_off, gh, idx, identity, starts, stops,
                                           slots, _ZERO1, _blocks1(n_blocks), _PTR01, pool.hist)
             return
+        if starts.shape[0] == 1:
+            start, stop = int(starts[0]), int(stops[0])
+            n_t = min(n_threads, (stop - start) // MIN_ROWS_PER_THREAD)
+            if n_t >= 2:
+                _build_one_node(pool, X_binned, feat_off, gh, idx, identity, start, stop,
+                                slots, n_t, n_blocks)
+                return
     node, p_start, p_stop, thread_ptr = plan_pieces(starts, stops, n_threads)
     p_slot, extra = _piece_slots(pool, node, slots, thread_ptr)
     hist = pool.hist
@@ -298,6 +344,65 @@ def find_best_splits(pool, slots, node_rows, feat_off, n_value_bins, masks, scal
         pool.hist, slots, sub_slots, node_rows, feat_off, n_value_bins, masks, scales, cfg,
         min_child_samples, gain, feature, bin_, default_left, left_sums, sums)
     return gain, feature, bin_, default_left, left_sums, sums
+
+
+_NO_SPARSE = (np.zeros(1, np.uint32), np.zeros(0, np.uint16), np.zeros(0, np.int64))
+_NO_DENSE = np.zeros((0, 1), np.uint8)
+
+
+def _layout(X_hist, feat_off, n_threads):
+    """(layout, dense matrix, sparse ptr, bins, default bin) for ``step.build``."""
+    if not isinstance(X_hist, np.ndarray):
+        return (_step.SPARSE_ROWS, _NO_DENSE, X_hist.ptr, X_hist.bins, X_hist.default_bin)
+    n_blocks = -(-(feat_off.shape[0] - 1) // X_hist.shape[1])
+    layout = _step.DENSE_BLOCKS if n_blocks >= 2 * n_threads else _step.DENSE_ROWS
+    return (layout, X_hist) + _NO_SPARSE
+
+
+def split_nodes(pool, X_cols, X_hist, feat_off, n_value_bins, missing_bin, gh, idx, tmp,
+                starts, stops, feature, bin_, default_left, parent_slot, new_slot, child_ok,
+                min_split_rows, masks, scales, cfg, min_child_samples, n_threads):
+    """The split step of a batch of nodes in one compiled call (``step.split_nodes``):
+    partition, smaller children's histograms into ``new_slot``, larger children by
+    subtraction in their parent's slot, best splits of the children that can split
+    (``masks (2m, F)``).  Returns (nleft (m,), and per child (2m,): slot (-1: cannot
+    split), gain, feature, bin, default_left, left_sums (2m, 3), sums (2m, 3))."""
+    m = starts.shape[0]
+    nleft = np.empty(m, np.int64)
+    slot = np.empty(2 * m, np.int64)
+    gain = np.empty(2 * m)
+    feat = np.empty(2 * m, np.int64)
+    bins = np.empty(2 * m, np.int64)
+    dl = np.empty(2 * m, np.uint8)
+    lsum = np.empty((2 * m, 3), np.int64)
+    sums = np.empty((2 * m, 3), np.int64)
+    layout, X_dense, sp_ptr, sp_bins, sp_default = _layout(X_hist, feat_off, n_threads)
+    scratch = pool.scratch(max(n_threads - 1, 1))
+    if not _profile.ENABLED:
+        _step.split_nodes(layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off,
+                          n_value_bins, missing_bin, gh, idx, tmp, pool.hist, starts, stops,
+                          feature, bin_, default_left, parent_slot, new_slot, scratch, child_ok,
+                          min_split_rows, masks, scales, cfg, min_child_samples, n_threads,
+                          MIN_ROWS_PER_THREAD, MIN_PARTITION_ROWS_PER_THREAD,
+                          MIN_PARALLEL_SPLIT_NODES, nleft, slot, gain, feat, bins, dl, lsum,
+                          sums)
+        return nleft, slot, gain, feat, bins, dl, lsum, sums
+    # BONSAI_PROFILE: the same steps as separate calls, each timed as its stage
+    with _profile.stage("partition"):
+        _step.partition(X_cols, idx, tmp, starts, stops, feature, bin_, default_left,
+                        missing_bin[feature], n_threads, MIN_PARTITION_ROWS_PER_THREAD, nleft)
+    b_start, b_stop, b_slot, sub = _step.plan_children(starts, stops, nleft, parent_slot,
+                                                       new_slot, child_ok, min_split_rows, slot)
+    if b_start.shape[0]:
+        with _profile.stage("histograms"):
+            _step.build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, idx, False,
+                        b_start, b_stop, b_slot, scratch, n_threads, MIN_ROWS_PER_THREAD,
+                        MIN_PARALLEL_SPLIT_NODES, pool.hist)
+    with _profile.stage("splits"):
+        _step.scan_children(pool.hist, starts, stops, nleft, slot, sub, feat_off, n_value_bins,
+                            masks, scales, cfg, min_child_samples, MIN_PARALLEL_SPLIT_NODES,
+                            gain, feat, bins, dl, lsum, sums)
+    return nleft, slot, gain, feat, bins, dl, lsum, sums
 
 
 def find_level_split(pool, slots, node_rows, feat_off, n_value_bins, mask, scales, cfg,

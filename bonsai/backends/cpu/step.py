@@ -1,0 +1,335 @@
+"""The CPU backend's split step: one compiled call that partitions a batch of nodes,
+fills the smaller children's histograms and finds the children's best splits.
+
+This is the level step of the design documents (one call per level, or per node for
+leaf-wise): the work plans (which rows or feature blocks each thread takes), the
+choice of the smaller child, the slot bookkeeping and the sibling subtraction run in
+compiled code between the parallel kernels, instead of as Python between backend
+calls.  Measured on 1M x 28 leaf-wise (255 leaves, 2 threads), the Python around the
+three per-split kernel calls took ~28 us a split, 15% of the fit.
+
+The kernels are the same as for the separate backend functions (``partition``,
+``histogram``, ``split``); a parallel kernel or its serial twin is picked per call
+exactly as they do, from thresholds passed in (so tests can lower them).
+"""
+import numpy as np
+from numba import njit
+
+from . import histogram as _hist
+from . import partition as _part
+from . import split as _split
+
+#: how the histograms are filled (``layout`` argument)
+DENSE_ROWS, DENSE_BLOCKS, SPARSE_ROWS = 0, 1, 2
+
+_build_par = _hist.build_histograms
+_build_ser = _hist.build_histograms.serial
+_sparse_par = _hist.build_histograms_sparse
+_sparse_ser = _hist.build_histograms_sparse.serial
+_restore_par = _hist.restore_default_bins
+_restore_ser = _hist.restore_default_bins.serial
+_merge_ser = _hist.merge_slots.serial
+_part_par = _part.partition_nodes
+_part_ser = _part.partition_nodes.serial
+_scan_par = _split.find_best_splits
+_scan_ser = _split.find_best_splits.serial
+
+
+@njit(cache=True)
+def plan_pieces(starts, stops, n_threads, min_rows):
+    """Cut the concatenated ranges ``[starts[i], stops[i])`` into per-thread pieces
+    of equal rows (``n_t = min(n_threads, total // min_rows)`` threads, at least 1).
+
+    Returns (piece_node, piece_start, piece_stop, thread_ptr): pieces of one node are
+    consecutive and in row order, empty nodes get none; thread ``j`` owns pieces
+    ``thread_ptr[j]:thread_ptr[j+1]``.
+    """
+    m = starts.shape[0]
+    total = np.int64(0)
+    for i in range(m):
+        total += stops[i] - starts[i]
+    n_t = max(np.int64(1), min(np.int64(n_threads), total // min_rows))
+    cap = m + n_t
+    node = np.empty(cap, np.int64)
+    p_start = np.empty(cap, np.int64)
+    p_stop = np.empty(cap, np.int64)
+    ptr = np.zeros(n_t + 1, np.int64)
+    k = 0
+    pos = np.int64(0)          # rows placed so far
+    t = 0
+    cut = (total * (t + 1)) // n_t
+    for i in range(m):
+        a = starts[i]
+        b = stops[i]
+        while a < b:
+            take = min(b - a, cut - pos)
+            node[k] = i
+            p_start[k] = a
+            p_stop[k] = a + take
+            k += 1
+            a += take
+            pos += take
+            if pos == cut and t < n_t - 1:
+                t += 1
+                ptr[t] = k
+                cut = (total * (t + 1)) // n_t
+    ptr[n_t] = k
+    return node[:k], p_start[:k], p_stop[:k], ptr
+
+
+@njit(cache=True)
+def partition(X_cols, idx, tmp, starts, stops, feature, bin_, default_left, missing_bin,
+              n_threads, min_rows, out_nleft):
+    """Stable partition of every node range (``partition.partition_nodes``), rows
+    split between threads when there are at least ``2 * min_rows`` of them."""
+    node, p_start, p_stop, ptr = plan_pieces(starts, stops, n_threads, min_rows)
+    out_nleft[:] = 0
+    if node.shape[0] == 0:
+        return
+    scratch = np.empty(node.shape[0], np.int64)
+    if ptr.shape[0] > 2:
+        _part_par(X_cols, idx, tmp, node, p_start, p_stop, ptr, feature, bin_, default_left,
+                  missing_bin, scratch, out_nleft)
+    else:
+        _part_ser(X_cols, idx, tmp, node, p_start, p_stop, ptr, feature, bin_, default_left,
+                  missing_bin, scratch, out_nleft)
+
+
+@njit(cache=True)
+def build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, idx, identity, starts,
+          stops, slots, scratch_slots, n_threads, min_rows, min_parallel_nodes, hist):
+    """Fill ``hist[slots[i]]`` from rows ``idx[starts[i]:stops[i]]``.
+
+    ``DENSE_ROWS``: rows cut into one piece per thread; a node cut between threads
+    fills its extra pieces in ``scratch_slots`` (at most ``n_threads - 1``), added
+    into its slot afterwards.  ``DENSE_BLOCKS`` (wide data): each thread owns a
+    range of feature blocks and fills them for every node.  ``SPARSE_ROWS``: like
+    DENSE_ROWS over the sparse-rows layout, then the default bins are restored from
+    the node totals.  See ``bonsai.backends.cpu.build_histograms`` for the measured
+    reasons."""
+    m = starts.shape[0]
+    channels = hist.shape[2]
+    n_features = feat_off.shape[0] - 1
+    if layout == DENSE_BLOCKS:
+        width = X_dense.shape[1]
+        n_blocks = (n_features + width - 1) // width
+        total = np.int64(0)
+        for i in range(m):
+            total += stops[i] - starts[i]
+        n_t = max(np.int64(1), min(np.int64(n_threads), total // min_rows))
+        n_tasks = n_blocks * m
+        t_start = np.empty(n_tasks, np.int64)
+        t_stop = np.empty(n_tasks, np.int64)
+        t_slot = np.empty(n_tasks, np.int64)
+        t_blo = np.empty(n_tasks, np.int64)
+        t_bhi = np.empty(n_tasks, np.int64)
+        for blk in range(n_blocks):
+            for i in range(m):
+                k = blk * m + i
+                t_start[k] = starts[i]
+                t_stop[k] = stops[i]
+                t_slot[k] = slots[i]
+                t_blo[k] = blk
+                t_bhi[k] = blk + 1
+        ptr = np.empty(n_t + 1, np.int64)
+        for j in range(n_t + 1):
+            ptr[j] = ((n_blocks * j) // n_t) * m
+        if n_t > 1:
+            _build_par(X_dense, feat_off, gh, idx, identity, t_start, t_stop, t_slot, t_blo,
+                       t_bhi, ptr, hist)
+        else:
+            _build_ser(X_dense, feat_off, gh, idx, identity, t_start, t_stop, t_slot, t_blo,
+                       t_bhi, ptr, hist)
+        return
+    node, p_start, p_stop, ptr = plan_pieces(starts, stops, n_threads, min_rows)
+    n_p = node.shape[0]
+    for i in range(m):
+        if stops[i] == starts[i]:      # no piece: zero its slot here
+            hist[slots[i]][:, :] = 0
+    p_slot = np.empty(n_p, np.int64)
+    n_extra = 0
+    for p in range(n_p):
+        if p > 0 and node[p] == node[p - 1]:
+            p_slot[p] = scratch_slots[n_extra]
+            n_extra += 1
+        else:
+            p_slot[p] = slots[node[p]]
+    par = ptr.shape[0] > 2
+    if layout == SPARSE_ROWS:
+        task_tot = np.empty((n_p, channels), np.int64)
+        if par:
+            _sparse_par(sp_ptr, sp_bins, gh, idx, identity, p_start, p_stop, p_slot, ptr, hist,
+                        task_tot)
+        else:
+            _sparse_ser(sp_ptr, sp_bins, gh, idx, identity, p_start, p_stop, p_slot, ptr, hist,
+                        task_tot)
+    else:
+        width = X_dense.shape[1]
+        blo = np.zeros(n_p, np.int64)
+        bhi = np.full(n_p, (n_features + width - 1) // width, np.int64)
+        if par:
+            _build_par(X_dense, feat_off, gh, idx, identity, p_start, p_stop, p_slot, blo, bhi,
+                       ptr, hist)
+        else:
+            _build_ser(X_dense, feat_off, gh, idx, identity, p_start, p_stop, p_slot, blo, bhi,
+                       ptr, hist)
+    if n_extra > 0:                    # add the extra pieces into their nodes' slots
+        dst = np.empty(n_extra, np.int64)
+        src_ptr = np.zeros(n_extra + 1, np.int64)
+        src = np.empty(n_extra, np.int64)
+        n_dst = 0
+        k = 0
+        for p in range(1, n_p):
+            if node[p] == node[p - 1]:
+                if n_dst == 0 or dst[n_dst - 1] != slots[node[p]]:
+                    dst[n_dst] = slots[node[p]]
+                    src_ptr[n_dst] = k
+                    n_dst += 1
+                src[k] = p_slot[p]
+                k += 1
+        src_ptr[n_dst] = k
+        _merge_ser(hist, dst[:n_dst], src_ptr[:n_dst + 1], src)
+    if layout == SPARSE_ROWS:
+        totals = np.zeros((m, channels), np.int64)
+        for p in range(n_p):
+            for c in range(channels):
+                totals[node[p], c] += task_tot[p, c]
+        if m >= min_parallel_nodes:
+            _restore_par(hist, slots, totals, feat_off, sp_default)
+        else:
+            _restore_ser(hist, slots, totals, feat_off, sp_default)
+
+
+@njit(cache=True)
+def plan_children(starts, stops, nleft, parent_slot, new_slot, child_ok, min_split_rows,
+                  out_slot):
+    """After the partition: which children can split and where their histograms go.
+
+    Child ``2i`` is node i's left part, ``2i + 1`` its right part; a child can split
+    when ``child_ok`` and it has at least ``min_split_rows`` rows.  If either can, the
+    smaller child is filled into ``new_slot[i]`` and the larger takes the parent's
+    slot, to have the smaller subtracted.  Writes ``out_slot (2m,)`` (-1: cannot
+    split) and returns the fills (start, stop, slot) and each child's slot to
+    subtract (``sub (2m,)``, -1 for none)."""
+    m = starts.shape[0]
+    b_start = np.empty(m, np.int64)
+    b_stop = np.empty(m, np.int64)
+    b_slot = np.empty(m, np.int64)
+    sub = np.full(2 * m, -1, np.int64)
+    n_b = 0
+    for i in range(m):
+        mid = starts[i] + nleft[i]
+        lrows = mid - starts[i]
+        rrows = stops[i] - mid
+        ok_l = child_ok and lrows >= min_split_rows
+        ok_r = child_ok and rrows >= min_split_rows
+        out_slot[2 * i] = -1
+        out_slot[2 * i + 1] = -1
+        if not (ok_l or ok_r):
+            continue
+        if lrows <= rrows:
+            small, large, ok_s, ok_g = 2 * i, 2 * i + 1, ok_l, ok_r
+            b_start[n_b] = starts[i]
+            b_stop[n_b] = mid
+        else:
+            small, large, ok_s, ok_g = 2 * i + 1, 2 * i, ok_r, ok_l
+            b_start[n_b] = mid
+            b_stop[n_b] = stops[i]
+        b_slot[n_b] = new_slot[i]
+        n_b += 1
+        if ok_s:
+            out_slot[small] = new_slot[i]
+        if ok_g:
+            out_slot[large] = parent_slot[i]
+            sub[large] = new_slot[i]
+    return b_start[:n_b], b_stop[:n_b], b_slot[:n_b], sub
+
+
+@njit(cache=True)
+def scan_children(hist, starts, stops, nleft, child_slot, sub, feat_off, n_value_bins, masks,
+                  scales, cfg, min_child_samples, min_parallel_nodes, out_gain, out_feature,
+                  out_bin, out_default_left, out_left_sums, out_sums):
+    """Best split of every child with a slot (``split.find_best_splits``, the larger
+    children subtracting ``sub`` first); the others get gain -inf, feature -1."""
+    m2 = child_slot.shape[0]
+    e_child = np.empty(m2, np.int64)
+    n_e = 0
+    for c in range(m2):
+        out_gain[c] = _split.NEG_INF
+        out_feature[c] = -1
+        out_bin[c] = -1
+        out_default_left[c] = 0
+        if child_slot[c] >= 0:
+            e_child[n_e] = c
+            n_e += 1
+    if n_e == 0:
+        return
+    e_slot = np.empty(n_e, np.int64)
+    e_sub = np.empty(n_e, np.int64)
+    e_rows = np.empty(n_e, np.int64)
+    e_mask = np.empty((n_e, masks.shape[1]), np.uint8)
+    for j in range(n_e):
+        c = e_child[j]
+        i = c // 2
+        mid = starts[i] + nleft[i]
+        e_slot[j] = child_slot[c]
+        e_sub[j] = sub[c]
+        e_rows[j] = (mid - starts[i]) if c % 2 == 0 else (stops[i] - mid)
+        e_mask[j] = masks[c]
+    gain = np.empty(n_e)
+    feat = np.empty(n_e, np.int64)
+    bb = np.empty(n_e, np.int64)
+    dl = np.empty(n_e, np.uint8)
+    lsum = np.empty((n_e, 3), np.int64)
+    sums = np.empty((n_e, 3), np.int64)
+    if n_e >= min_parallel_nodes:
+        _scan_par(hist, e_slot, e_sub, e_rows, feat_off, n_value_bins, e_mask, scales, cfg,
+                  min_child_samples, gain, feat, bb, dl, lsum, sums)
+    else:
+        _scan_ser(hist, e_slot, e_sub, e_rows, feat_off, n_value_bins, e_mask, scales, cfg,
+                  min_child_samples, gain, feat, bb, dl, lsum, sums)
+    for j in range(n_e):
+        c = e_child[j]
+        out_gain[c] = gain[j]
+        out_feature[c] = feat[j]
+        out_bin[c] = bb[j]
+        out_default_left[c] = dl[j]
+        out_left_sums[c] = lsum[j]
+        out_sums[c] = sums[j]
+
+
+@njit(cache=True)
+def split_nodes(layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, n_value_bins,
+                missing_bin, gh, idx, tmp, hist, starts, stops, feature, bin_, default_left,
+                parent_slot, new_slot, scratch_slots, child_ok, min_split_rows, masks, scales,
+                cfg, min_child_samples, n_threads, min_rows, min_partition_rows,
+                min_parallel_nodes, out_nleft, out_slot, out_gain, out_feature, out_bin,
+                out_default_left, out_left_sums, out_sums):
+    """Split the ``m`` nodes of a batch and evaluate their children: ``partition``,
+    ``plan_children``, ``build`` and ``scan_children`` in one call.
+
+    Node i (rows ``idx[starts[i]:stops[i]]``, histogram in ``parent_slot[i]``) is
+    split on (``feature[i]``, ``bin_[i]``, ``default_left[i]``).  ``masks (2m, F)``
+    are the children's usable features (zeros: only the subtraction and the node
+    sums, for oblivious trees, whose split is chosen per level).
+
+    Outputs: ``out_nleft (m,)`` rows sent left; per child (2m): ``out_slot`` its
+    histogram slot, -1 when it cannot split (the caller frees the slots no child
+    kept); ``out_gain`` (-inf when it cannot split), ``out_feature``, ``out_bin``,
+    ``out_default_left``, ``out_left_sums (2m, 3)`` and ``out_sums (2m, 3)`` as
+    ``split.find_best_splits`` (set only for children that can split).
+    """
+    m = starts.shape[0]
+    f_missing = np.empty(m, np.int64)
+    for i in range(m):
+        f_missing[i] = missing_bin[feature[i]]
+    partition(X_cols, idx, tmp, starts, stops, feature, bin_, default_left, f_missing,
+              n_threads, min_partition_rows, out_nleft)
+    b_start, b_stop, b_slot, sub = plan_children(starts, stops, out_nleft, parent_slot,
+                                                 new_slot, child_ok, min_split_rows, out_slot)
+    if b_start.shape[0] > 0:
+        build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, idx, False, b_start,
+              b_stop, b_slot, scratch_slots, n_threads, min_rows, min_parallel_nodes, hist)
+    scan_children(hist, starts, stops, out_nleft, out_slot, sub, feat_off, n_value_bins, masks,
+                  scales, cfg, min_child_samples, min_parallel_nodes, out_gain, out_feature,
+                  out_bin, out_default_left, out_left_sums, out_sums)
