@@ -21,38 +21,9 @@ import numpy as np
 from ._dtypes import IDX
 from ._profile import stage
 from .backends.cpu.split import NEG_INF, leaf_weights
+from .nodes import (BIN, DEFAULT_LEFT, DEPTH, FEATURE, LEFT, RIGHT, SLOT, START, STOP,
+                    NodeTable)
 from .tree import Tree
-
-
-class _Nodes:
-    """Growable per-node records of the tree being grown (Python lists; per-node work
-    here is O(1), all per-row work is in the backend)."""
-
-    def __init__(self):
-        self.start, self.stop, self.depth, self.parent = [], [], [], []
-        self.left, self.right, self.slot = [], [], []
-        self.sums = []           # (3,) int64 node totals
-        self.gain, self.feature, self.bin, self.default_left = [], [], [], []
-        self.left_sums = []
-
-    def add(self, start, stop, depth, parent, sums=None):
-        self.start.append(int(start))
-        self.stop.append(int(stop))
-        self.depth.append(depth)
-        self.parent.append(parent)
-        self.left.append(-1)
-        self.right.append(-1)
-        self.slot.append(-1)
-        self.sums.append(sums)
-        self.gain.append(NEG_INF)
-        self.feature.append(-1)
-        self.bin.append(-1)
-        self.default_left.append(0)
-        self.left_sums.append(None)
-        return len(self.start) - 1
-
-    def __len__(self):
-        return len(self.start)
 
 
 class Grower:
@@ -82,6 +53,8 @@ class Grower:
                              p.min_child_weight, p.min_split_gain])
         self.colsample = (p.colsample_bytree, p.colsample_bylevel, p.colsample_bynode)
         self._all_features = np.ones((2, self.n_value_bins.shape[0]), np.uint8)
+        self._no_features = np.zeros((2, self.n_value_bins.shape[0]), np.uint8)
+        self.nodes = NodeTable(2 * p.max_leaves + 1 if p.max_leaves > 0 else 64)
 
     @staticmethod
     def _pool_capacity(p, n_threads):
@@ -128,53 +101,61 @@ class Grower:
         Returns (tree, leaf_nodes, leaf_start, leaf_stop): leaf ranges index ``idx``,
         which is left partitioned by leaf.  Leaf values are unshrunk optimal weights.
         """
-        nodes = _Nodes()
+        nodes = self.nodes
+        nodes.reset()
         n_features = self.n_value_bins.shape[0]
         state = {"rng": rng, "level": {},
                  "tree": self._sample(rng, np.arange(n_features), self.colsample[0])}
         root = nodes.add(0, idx.shape[0], 0, -1)
-        nodes.slot[root] = self.pool.alloc()
-        self._build([root], nodes, gh, idx, identity=idx.shape[0] == self.n_rows)
-        self._evaluate([root], nodes, scales, state)
-        frontier = [root]
+        nodes.ints[root, SLOT] = self.pool.alloc()
+        self._build([root], gh, idx, identity=idx.shape[0] == self.n_rows)
+        self._evaluate([root], scales, state)
+        frontier = [root]              # leaves that may still split, in node order
+        fgain = [float(nodes.gain[root])]
         n_leaves = 1
         while frontier:
-            batch = self._select(frontier, nodes, n_leaves, scales, state)
+            batch = self._select(frontier, fgain, n_leaves, scales, state)
             if not batch:
                 break
             n_leaves += len(batch)
             if self.policy == "leafwise":
-                for n in batch:
-                    frontier.remove(n)
+                i = frontier.index(batch[0])
+                del frontier[i], fgain[i]
             else:                       # the level is done: free what was not split
                 done = set(batch)
                 for n in frontier:
-                    if n not in done and nodes.slot[n] >= 0:
-                        self.pool.release(nodes.slot[n])
-                        nodes.slot[n] = -1
-                frontier = []
-            frontier += self._split_batch(batch, nodes, gh, idx, n_leaves, scales, state)
+                    if n not in done:
+                        self._release(n)
+                frontier, fgain = [], []
+            children = self._split_batch(batch, gh, idx, n_leaves, scales, state)
+            frontier += children
+            fgain += nodes.gain[children].tolist()
             if self.policy == "leafwise" and self.max_leaves > 0:
-                frontier = self._drop_unreachable(frontier, nodes, self.max_leaves - n_leaves)
+                frontier, fgain = self._drop_unreachable(frontier, fgain,
+                                                         self.max_leaves - n_leaves)
         for n in frontier:
-            if nodes.slot[n] >= 0:
-                self.pool.release(nodes.slot[n])
-                nodes.slot[n] = -1
-        return self._finish(nodes, scales)
+            self._release(n)
+        return self._finish(scales)
 
-    def _select(self, frontier, nodes, n_leaves, scales, state):
+    def _release(self, n):
+        """Free node ``n``'s histogram slot, if it holds one."""
+        s = int(self.nodes.ints[n, SLOT])
+        if s >= 0:
+            self.pool.release(s)
+            self.nodes.ints[n, SLOT] = -1
+
+    def _select(self, frontier, fgain, n_leaves, scales, state):
+        """The nodes to split now, sorted; ``fgain`` is the frontier's gains."""
         if self.policy == "oblivious":
-            return self._select_level(frontier, nodes, scales, state)
+            return self._select_level(frontier, scales, state)
         if self.policy == "leafwise":
             if self.max_leaves > 0 and self.max_leaves - n_leaves <= 0:
                 return []
             # the first frontier node with the highest gain (what the stable sort
             # below picks), without numpy round trips: this runs once per split
-            if not frontier:
-                return []
-            pick = max(frontier, key=nodes.gain.__getitem__)   # first of the highest
-            return [pick] if nodes.gain[pick] > NEG_INF else []
-        gains = np.array([nodes.gain[n] for n in frontier])
+            i = max(range(len(fgain)), key=fgain.__getitem__)   # first of the highest
+            return [frontier[i]] if fgain[i] > NEG_INF else []
+        gains = np.array(fgain)
         valid = np.flatnonzero(gains > NEG_INF)
         if valid.size == 0:
             return []
@@ -188,9 +169,9 @@ class Grower:
     #: leaf-wise frontier size over the remaining splits that triggers a prune
     PRUNE_SLACK = 16
 
-    def _drop_unreachable(self, frontier, nodes, remaining):
-        """Leaf-wise: the frontier without the leaves that can no longer be split,
-        their histograms back in the pool.
+    def _drop_unreachable(self, frontier, fgain, remaining):
+        """Leaf-wise: the frontier (and its gains) without the leaves that can no
+        longer be split, their histograms back in the pool.
 
         Each split takes the first frontier leaf of highest gain, and gains never
         change, so a leaf behind ``remaining`` others in that order (or without a
@@ -200,21 +181,23 @@ class Grower:
         ``max_leaves`` (higgs-leaves: 259 -> ~145 histograms of 115 KB).  The tree
         is unchanged: only leaves that would never be split lose their histograms."""
         if len(frontier) < remaining + self.PRUNE_SLACK:
-            return frontier
-        order = sorted(range(len(frontier)), key=lambda i: (-nodes.gain[frontier[i]], i))
-        keep = set(i for i in order[:max(remaining, 0)] if nodes.gain[frontier[i]] > NEG_INF)
+            return frontier, fgain
+        order = sorted(range(len(frontier)), key=lambda i: (-fgain[i], i))
+        keep = set(i for i in order[:max(remaining, 0)] if fgain[i] > NEG_INF)
         for i, n in enumerate(frontier):
-            if i not in keep and nodes.slot[n] >= 0:
-                self.pool.release(nodes.slot[n])
-                nodes.slot[n] = -1
-        return [n for i, n in enumerate(frontier) if i in keep]
+            if i not in keep:
+                self._release(n)
+        return ([n for i, n in enumerate(frontier) if i in keep],
+                [g for i, g in enumerate(fgain) if i in keep])
 
-    def _select_level(self, frontier, nodes, scales, state):
-        depth = nodes.depth[frontier[0]]
+    def _select_level(self, frontier, scales, state):
+        nodes = self.nodes
+        fr = np.array(frontier, np.int64)
+        depth = int(nodes.ints[fr[0], DEPTH])
         if self.max_depth > 0 and depth >= self.max_depth:
             return []
-        slots = np.array([nodes.slot[n] for n in frontier], np.int64)
-        rows = self._rows(frontier, nodes)
+        slots = nodes.ints[fr, SLOT]
+        rows = nodes.ints[fr, STOP] - nodes.ints[fr, START]
         mask = self._masks([depth], state)[0]
         with stage("splits"):
             cand = self.backend.find_level_split(self.pool, slots, rows, self.feat_off,
@@ -233,46 +216,41 @@ class Grower:
         lsums = self.backend.range_sums(self.pool, slots, off, off + bb + 1,
                                         off + int(self.n_value_bins[f]) if dl else -1, scales,
                                         cnt_factor)
-        for j, n in enumerate(frontier):
-            nodes.feature[n] = f
-            nodes.bin[n] = bb
-            nodes.default_left[n] = dl
-            nodes.gain[n] = best / len(frontier)
-            nodes.sums[n] = sums[j]
-            nodes.left_sums[n] = lsums[j]
+        nodes.ints[fr, FEATURE] = f
+        nodes.ints[fr, BIN] = bb
+        nodes.ints[fr, DEFAULT_LEFT] = dl
+        nodes.gain[fr] = best / len(frontier)
+        nodes.sums[fr] = sums
+        nodes.left_sums[fr] = lsums
         return list(frontier)
 
-    def _evaluate(self, ids, nodes, scales, state):
+    def _evaluate(self, ids, scales, state):
         """Node sums and best split of each node of ``ids`` (the root; children are
         evaluated inside ``backend.split_nodes``)."""
-        slots = np.array([nodes.slot[n] for n in ids], np.int64)
-        rows = self._rows(ids, nodes)
+        nodes = self.nodes
+        ids = np.array(ids, np.int64)
+        slots = nodes.ints[ids, SLOT]
+        rows = nodes.ints[ids, STOP] - nodes.ints[ids, START]
         if self.policy == "oblivious":  # the level split is chosen jointly in _select_level
-            for n, s in zip(ids, self.backend.node_sums(self.pool, slots, rows, self.feat_off,
-                                                        scales)):
-                nodes.sums[n] = s
+            nodes.sums[ids] = self.backend.node_sums(self.pool, slots, rows, self.feat_off,
+                                                     scales)
             return
-        masks = self._masks([nodes.depth[n] for n in ids], state)
+        masks = self._masks(nodes.ints[ids, DEPTH].tolist(), state)
         with stage("splits"):
             gain, feat, bin_, dl, lsum, sums = self.backend.find_best_splits(
                 self.pool, slots, rows, self.feat_off, self.n_value_bins, masks, scales,
                 self.cfg, self.min_child_samples)
-        for j, n in enumerate(ids):
-            nodes.gain[n] = float(gain[j])
-            nodes.feature[n] = int(feat[j])
-            nodes.bin[n] = int(bin_[j])
-            nodes.default_left[n] = int(dl[j])
-            nodes.left_sums[n] = lsum[j]
-            nodes.sums[n] = sums[j]
-
-    @staticmethod
-    def _rows(ids, nodes):
-        return np.array([nodes.stop[n] - nodes.start[n] for n in ids], np.int64)
+        nodes.gain[ids] = gain
+        nodes.ints[ids, FEATURE] = feat
+        nodes.ints[ids, BIN] = bin_
+        nodes.ints[ids, DEFAULT_LEFT] = dl
+        nodes.left_sums[ids] = lsum
+        nodes.sums[ids] = sums
 
     #: parents per pass on the deepest depth-wise level (see ``_split_batch``)
     LAST_LEVEL_CHUNK = 8
 
-    def _split_batch(self, batch, nodes, gh, idx, n_leaves, scales, state):
+    def _split_batch(self, batch, gh, idx, n_leaves, scales, state):
         """Split every node of ``batch`` and find its children's splits; returns the
         children that can still be split, in node order.
 
@@ -283,89 +261,53 @@ class Grower:
         level (depth 8: 72 histograms instead of 128; 6 MB on 28 features, 2000 x
         more on wide data).  Histograms are integer sums and each node's split only
         depends on its own rows, so the tree is the same."""
-        depth = nodes.depth[batch[0]] + 1
+        depth = int(self.nodes.ints[batch[0], DEPTH]) + 1
         last = self.policy == "depthwise" and self.max_depth > 0 and depth + 1 >= self.max_depth
         if not last or len(batch) <= self.LAST_LEVEL_CHUNK:
-            return self._split_part(batch, nodes, gh, idx, n_leaves, scales, state, depth)
+            return self._split_part(batch, gh, idx, n_leaves, scales, state, depth)
         expandable = []
         for c0 in range(0, len(batch), self.LAST_LEVEL_CHUNK):
-            part = self._split_part(batch[c0:c0 + self.LAST_LEVEL_CHUNK], nodes, gh, idx,
-                                    n_leaves, scales, state, depth)
+            part = self._split_part(batch[c0:c0 + self.LAST_LEVEL_CHUNK], gh, idx, n_leaves,
+                                    scales, state, depth)
             for n in part:
-                self.pool.release(nodes.slot[n])
-                nodes.slot[n] = -1
+                self._release(n)
             expandable += part
         return expandable
 
-    def _split_part(self, batch, nodes, gh, idx, n_leaves, scales, state, depth):
+    def _split_part(self, batch, gh, idx, n_leaves, scales, state, depth):
         """One ``backend.split_nodes`` call: partition ``batch`` (nodes at
         ``depth - 1``), fill the smaller children's histograms into fresh slots, keep
         each parent's slot for its larger child (which has the smaller subtracted),
-        and find the best split of every child that can split.  Creates the children
-        (left, right per parent) and returns those that can split."""
+        find the best split of every child that can split, and write the children
+        (left, right per parent) into the node table.  Returns those that can split."""
         m = len(batch)
         child_ok = not ((self.max_depth > 0 and depth >= self.max_depth)
                         or (self.max_leaves > 0 and n_leaves >= self.max_leaves))
-        starts = np.array([nodes.start[n] for n in batch], np.int64)
-        stops = np.array([nodes.stop[n] for n in batch], np.int64)
-        parent_slot = np.array([nodes.slot[n] for n in batch], np.int64)
-        new_slot = np.array([self.pool.alloc() for _ in batch], np.int64)
         if self.policy == "oblivious":   # the level's split is chosen in _select_level
-            masks = self._no_features(2 * m)
+            if self._no_features.shape[0] < 2 * m:
+                self._no_features = np.zeros((2 * m, self.n_value_bins.shape[0]), np.uint8)
+            masks = self._no_features[:2 * m]
         else:
             masks = self._masks([depth] * (2 * m), state)
-        nleft, slot, gain, feat, bin_, dl, lsum, sums = self.backend.split_nodes(
-            self.pool, self.X_cols, self.X, self.feat_off, self.n_value_bins,
-            self.missing_bin, gh, idx, self.tmp, starts, stops,
-            np.array([nodes.feature[n] for n in batch], np.int64),
-            np.array([nodes.bin[n] for n in batch], np.int64),
-            np.array([nodes.default_left[n] for n in batch], np.uint8), parent_slot, new_slot,
+        self.nodes.reserve(2 * m)
+        new_slot = np.array([self.pool.alloc() for _ in range(m)], np.int64)
+        expandable, free = self.backend.split_nodes(
+            self.pool, self.nodes, np.array(batch, np.int64), self.X_cols, self.X,
+            self.feat_off, self.n_value_bins, self.missing_bin, gh, idx, self.tmp, new_slot,
             child_ok, 0 if self.policy == "oblivious" else 2 * self.min_child_samples, masks,
             scales, self.cfg, self.min_child_samples, self.n_threads)
-        slot = slot.tolist()
-        kept = set(slot)
-        expandable = []
-        for j, n in enumerate(batch):
-            for s in (int(parent_slot[j]), int(new_slot[j])):
-                if s not in kept:
-                    self.pool.release(s)
-            nodes.slot[n] = -1
-            start, stop, mid = int(starts[j]), int(stops[j]), int(starts[j] + nleft[j])
-            lsum_n = nodes.left_sums[n]
-            for c, (a, b, csum) in enumerate(((start, mid, lsum_n),
-                                              (mid, stop, nodes.sums[n] - lsum_n))):
-                k = 2 * j + c
-                child = nodes.add(a, b, depth, n, csum)
-                if c == 0:
-                    nodes.left[n] = child
-                else:
-                    nodes.right[n] = child
-                if slot[k] < 0:
-                    continue
-                nodes.slot[child] = slot[k]
-                nodes.sums[child] = sums[k]
-                if self.policy != "oblivious":
-                    nodes.gain[child] = float(gain[k])
-                    nodes.feature[child] = int(feat[k])
-                    nodes.bin[child] = int(bin_[k])
-                    nodes.default_left[child] = int(dl[k])
-                    nodes.left_sums[child] = lsum[k]
-                expandable.append(child)
+        self.nodes.n += 2 * m
+        for s in free:
+            self.pool.release(s)
         return expandable
 
-    def _no_features(self, m):
-        z = getattr(self, "_zero_masks", None)
-        if z is None or z.shape[0] < m:
-            z = self._zero_masks = np.zeros((max(m, 2), self.n_value_bins.shape[0]), np.uint8)
-        return z[:m]
-
-    def _build(self, ids, nodes, gh, idx, identity=False):
+    def _build(self, ids, gh, idx, identity=False):
+        ids = np.array(ids, np.int64)
+        t = self.nodes.ints
         with stage("histograms"):
             self.backend.build_histograms(
-                self.pool, self.X, self.feat_off, gh, idx,
-                np.array([nodes.start[n] for n in ids], np.int64),
-                np.array([nodes.stop[n] for n in ids], np.int64),
-                np.array([nodes.slot[n] for n in ids], np.int64), self.n_threads, identity)
+                self.pool, self.X, self.feat_off, gh, idx, t[ids, START], t[ids, STOP],
+                t[ids, SLOT], self.n_threads, identity)
 
     def renew_exact(self, tree, leaves, leaf_start, leaf_stop, grad, hess, idx):
         """Quantized mode: recompute every node's value and cover from the exact float
@@ -381,29 +323,28 @@ class Grower:
                      self.cfg[2], tree.value)
         tree.cover[:] = sums[:, 1]
 
-    def _finish(self, nodes, scales):
+    def _finish(self, scales):
         """The grown nodes as a ``Tree`` (arrays built in a few numpy passes: this runs
         once per tree, 1000 times in a 100-round 10-class fit)."""
-        n = len(nodes)
-        left = np.array(nodes.left, np.int32)
-        right = np.array(nodes.right, np.int32)
-        sums = np.array(nodes.sums, np.int64).reshape(n, 3)
+        nodes = self.nodes
+        n = nodes.n
+        t = nodes.ints[:n]
+        left = t[:, LEFT].astype(np.int32)
+        right = t[:, RIGHT].astype(np.int32)
+        sums = nodes.sums[:n]
         cover = sums[:, 1] / scales[1]
         value = np.empty(n)
         leaf_weights(sums[:, 0] / scales[0], cover, self.cfg[0], self.cfg[1], self.cfg[2],
                      value)
-        count = np.array(nodes.stop, np.int64) - np.array(nodes.start, np.int64)
+        count = t[:, STOP] - t[:, START]
         internal = left >= 0
-        feature = np.where(internal, np.array(nodes.feature, np.int64), -1).astype(np.int32)
-        bin_thr = np.where(internal, np.array(nodes.bin, np.int64), -1).astype(np.int32)
-        default_left = np.where(internal, np.array(nodes.default_left, np.int64), 0).astype(np.uint8)
-        gain = np.where(internal, np.array(nodes.gain, np.float64), 0.0)
+        feature = np.where(internal, t[:, FEATURE], -1).astype(np.int32)
+        bin_thr = np.where(internal, t[:, BIN], -1).astype(np.int32)
+        default_left = np.where(internal, t[:, DEFAULT_LEFT], 0).astype(np.uint8)
+        gain = np.where(internal, nodes.gain[:n], 0.0)
         threshold = np.zeros(n)
         threshold[internal] = self.bm.split_thresholds(feature[internal], bin_thr[internal])
         tree = Tree(feature, threshold, bin_thr, default_left, left, right, value, gain,
                     cover, count, oblivious=self.policy == "oblivious")
         leaves = np.flatnonzero(left < 0)
-        starts = np.array(nodes.start, np.int64)
-        stops = np.array(nodes.stop, np.int64)
-        return tree, leaves, starts[leaves], stops[leaves]
-
+        return tree, leaves, t[leaves, START].copy(), t[leaves, STOP].copy()

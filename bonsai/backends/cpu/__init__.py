@@ -359,38 +359,38 @@ def _layout(X_hist, feat_off, n_threads):
     return (layout, X_hist) + _NO_SPARSE
 
 
-def split_nodes(pool, X_cols, X_hist, feat_off, n_value_bins, missing_bin, gh, idx, tmp,
-                starts, stops, feature, bin_, default_left, parent_slot, new_slot, child_ok,
-                min_split_rows, masks, scales, cfg, min_child_samples, n_threads):
-    """The split step of a batch of nodes in one compiled call (``step.split_nodes``):
+def split_nodes(pool, nodes, batch, X_cols, X_hist, feat_off, n_value_bins, missing_bin, gh,
+                idx, tmp, new_slot, child_ok, min_split_rows, masks, scales, cfg,
+                min_child_samples, n_threads):
+    """The split step of the nodes ``batch`` of the node table ``nodes``
+    (``bonsai.nodes.NodeTable``) in one compiled call (``step.split_nodes``):
     partition, smaller children's histograms into ``new_slot``, larger children by
     subtraction in their parent's slot, best splits of the children that can split
-    (``masks (2m, F)``).  Returns (nleft (m,), and per child (2m,): slot (-1: cannot
-    split), gain, feature, bin, default_left, left_sums (2m, 3), sums (2m, 3))."""
-    m = starts.shape[0]
-    nleft = np.empty(m, np.int64)
-    slot = np.empty(2 * m, np.int64)
-    gain = np.empty(2 * m)
-    feat = np.empty(2 * m, np.int64)
-    bins = np.empty(2 * m, np.int64)
-    dl = np.empty(2 * m, np.uint8)
-    lsum = np.empty((2 * m, 3), np.int64)
-    sums = np.empty((2 * m, 3), np.int64)
+    (``masks (2m, F)``), children written as table rows ``nodes.n..nodes.n + 2m - 1``
+    (the caller reserves them).  Returns (ids of the children that can split, slots
+    to free), as lists."""
+    m = batch.shape[0]
+    expand = np.empty(2 * m, np.int64)
+    free = np.empty(2 * m, np.int64)
     layout, X_dense, sp_ptr, sp_bins, sp_default = _layout(X_hist, feat_off, n_threads)
     scratch = pool.scratch(max(n_threads - 1, 1))
+    t, t_gain, t_sums, t_lsum, first = nodes.ints, nodes.gain, nodes.sums, nodes.left_sums, nodes.n
     if not _profile.ENABLED:
-        _step.split_nodes(layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off,
-                          n_value_bins, missing_bin, gh, idx, tmp, pool.hist, starts, stops,
-                          feature, bin_, default_left, parent_slot, new_slot, scratch, child_ok,
-                          min_split_rows, masks, scales, cfg, min_child_samples, n_threads,
-                          MIN_ROWS_PER_THREAD, MIN_PARTITION_ROWS_PER_THREAD,
-                          MIN_PARALLEL_SPLIT_NODES, nleft, slot, gain, feat, bins, dl, lsum,
-                          sums)
-        return nleft, slot, gain, feat, bins, dl, lsum, sums
+        n_e, n_f = _step.split_nodes(
+            layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, n_value_bins,
+            missing_bin, gh, idx, tmp, pool.hist, t, t_gain, t_sums, t_lsum, batch, first,
+            new_slot, scratch, child_ok, min_split_rows, masks, scales, cfg, min_child_samples,
+            n_threads, MIN_ROWS_PER_THREAD, MIN_PARTITION_ROWS_PER_THREAD,
+            MIN_PARALLEL_SPLIT_NODES, expand, free)
+        return expand[:n_e].tolist(), free[:n_f].tolist()
     # BONSAI_PROFILE: the same steps as separate calls, each timed as its stage
+    starts, stops, feature, bin_, dl, f_missing, parent_slot = _step.batch_columns(t, batch,
+                                                                                  missing_bin)
+    nleft = np.empty(m, np.int64)
     with _profile.stage("partition"):
-        _step.partition(X_cols, idx, tmp, starts, stops, feature, bin_, default_left,
-                        missing_bin[feature], n_threads, MIN_PARTITION_ROWS_PER_THREAD, nleft)
+        _step.partition(X_cols, idx, tmp, starts, stops, feature, bin_, dl, f_missing,
+                        n_threads, MIN_PARTITION_ROWS_PER_THREAD, nleft)
+    slot = np.empty(2 * m, np.int64)
     b_start, b_stop, b_slot, sub = _step.plan_children(starts, stops, nleft, parent_slot,
                                                        new_slot, child_ok, min_split_rows, slot)
     if b_start.shape[0]:
@@ -398,11 +398,20 @@ def split_nodes(pool, X_cols, X_hist, feat_off, n_value_bins, missing_bin, gh, i
             _step.build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, idx, False,
                         b_start, b_stop, b_slot, scratch, n_threads, MIN_ROWS_PER_THREAD,
                         MIN_PARALLEL_SPLIT_NODES, pool.hist)
+    gain = np.empty(2 * m)
+    c_feat = np.empty(2 * m, np.int64)
+    c_bin = np.empty(2 * m, np.int64)
+    c_dl = np.empty(2 * m, np.uint8)
+    lsum = np.empty((2 * m, 3), np.int64)
+    sums = np.empty((2 * m, 3), np.int64)
     with _profile.stage("splits"):
         _step.scan_children(pool.hist, starts, stops, nleft, slot, sub, feat_off, n_value_bins,
                             masks, scales, cfg, min_child_samples, MIN_PARALLEL_SPLIT_NODES,
-                            gain, feat, bins, dl, lsum, sums)
-    return nleft, slot, gain, feat, bins, dl, lsum, sums
+                            gain, c_feat, c_bin, c_dl, lsum, sums)
+    n_e, n_f = _step.write_children(t, t_gain, t_sums, t_lsum, batch, first, starts, stops,
+                                    nleft, parent_slot, new_slot, slot, gain, c_feat, c_bin,
+                                    c_dl, lsum, sums, expand, free)
+    return expand[:n_e].tolist(), free[:n_f].tolist()
 
 
 def find_level_split(pool, slots, node_rows, feat_off, n_value_bins, mask, scales, cfg,

@@ -15,6 +15,8 @@ exactly as they do, from thresholds passed in (so tests can lower them).
 import numpy as np
 from numba import njit
 
+from ...nodes import (BIN, DEFAULT_LEFT, DEPTH, FEATURE, LEFT, PARENT, RIGHT, SLOT, START,
+                      STOP)
 from . import histogram as _hist
 from . import partition as _part
 from . import split as _split
@@ -299,37 +301,118 @@ def scan_children(hist, starts, stops, nleft, child_slot, sub, feat_off, n_value
 
 
 @njit(cache=True)
-def split_nodes(layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, n_value_bins,
-                missing_bin, gh, idx, tmp, hist, starts, stops, feature, bin_, default_left,
-                parent_slot, new_slot, scratch_slots, child_ok, min_split_rows, masks, scales,
-                cfg, min_child_samples, n_threads, min_rows, min_partition_rows,
-                min_parallel_nodes, out_nleft, out_slot, out_gain, out_feature, out_bin,
-                out_default_left, out_left_sums, out_sums):
-    """Split the ``m`` nodes of a batch and evaluate their children: ``partition``,
-    ``plan_children``, ``build`` and ``scan_children`` in one call.
-
-    Node i (rows ``idx[starts[i]:stops[i]]``, histogram in ``parent_slot[i]``) is
-    split on (``feature[i]``, ``bin_[i]``, ``default_left[i]``).  ``masks (2m, F)``
-    are the children's usable features (zeros: only the subtraction and the node
-    sums, for oblivious trees, whose split is chosen per level).
-
-    Outputs: ``out_nleft (m,)`` rows sent left; per child (2m): ``out_slot`` its
-    histogram slot, -1 when it cannot split (the caller frees the slots no child
-    kept); ``out_gain`` (-inf when it cannot split), ``out_feature``, ``out_bin``,
-    ``out_default_left``, ``out_left_sums (2m, 3)`` and ``out_sums (2m, 3)`` as
-    ``split.find_best_splits`` (set only for children that can split).
-    """
-    m = starts.shape[0]
+def batch_columns(t, batch, missing_bin):
+    """The split nodes' table fields: (start, stop, feature, bin, default_left, missing
+    bin of the feature, slot), each (m,)."""
+    m = batch.shape[0]
+    starts = np.empty(m, np.int64)
+    stops = np.empty(m, np.int64)
+    feature = np.empty(m, np.int64)
+    bin_ = np.empty(m, np.int64)
+    default_left = np.empty(m, np.uint8)
     f_missing = np.empty(m, np.int64)
+    slot = np.empty(m, np.int64)
     for i in range(m):
+        n = batch[i]
+        starts[i] = t[n, START]
+        stops[i] = t[n, STOP]
+        feature[i] = t[n, FEATURE]
+        bin_[i] = t[n, BIN]
+        default_left[i] = t[n, DEFAULT_LEFT]
         f_missing[i] = missing_bin[feature[i]]
+        slot[i] = t[n, SLOT]
+    return starts, stops, feature, bin_, default_left, f_missing, slot
+
+
+@njit(cache=True)
+def write_children(t, t_gain, t_sums, t_left_sums, batch, first, starts, stops, nleft,
+                   parent_slot, new_slot, child_slot, gain, feature, bin_, default_left,
+                   left_sums, sums, out_expand, out_free):
+    """Rows ``first + 2i`` (left) and ``first + 2i + 1`` of node ``batch[i]``'s children.
+
+    A child that cannot split takes its sums from the parent's split (left sums, or
+    the node's minus them); one that can gets its scanned split and node sums.  Writes
+    the ids of the children that can split to ``out_expand`` and the slots no child
+    kept to ``out_free``; returns (count of each)."""
+    n_e = 0
+    n_f = 0
+    for i in range(batch.shape[0]):
+        n = batch[i]
+        mid = starts[i] + nleft[i]
+        for c in range(2):
+            k = 2 * i + c
+            cid = first + k
+            t[cid, START] = starts[i] if c == 0 else mid
+            t[cid, STOP] = mid if c == 0 else stops[i]
+            t[cid, DEPTH] = t[n, DEPTH] + 1
+            t[cid, PARENT] = n
+            t[cid, LEFT] = -1
+            t[cid, RIGHT] = -1
+            t[cid, SLOT] = child_slot[k]
+            t[cid, FEATURE] = feature[k]
+            t[cid, BIN] = bin_[k]
+            t[cid, DEFAULT_LEFT] = default_left[k]
+            t_gain[cid] = gain[k]
+            for q in range(3):
+                if child_slot[k] >= 0:
+                    t_sums[cid, q] = sums[k, q]
+                    t_left_sums[cid, q] = left_sums[k, q]
+                else:
+                    ls = t_left_sums[n, q]
+                    t_sums[cid, q] = ls if c == 0 else t_sums[n, q] - ls
+                    t_left_sums[cid, q] = 0
+            if child_slot[k] >= 0:
+                out_expand[n_e] = cid
+                n_e += 1
+        t[n, LEFT] = first + 2 * i
+        t[n, RIGHT] = first + 2 * i + 1
+        t[n, SLOT] = -1
+        for s in (parent_slot[i], new_slot[i]):
+            if s != child_slot[2 * i] and s != child_slot[2 * i + 1]:
+                out_free[n_f] = s
+                n_f += 1
+    return n_e, n_f
+
+
+@njit(cache=True)
+def split_nodes(layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, n_value_bins,
+                missing_bin, gh, idx, tmp, hist, t, t_gain, t_sums, t_left_sums, batch, first,
+                new_slot, scratch_slots, child_ok, min_split_rows, masks, scales, cfg,
+                min_child_samples, n_threads, min_rows, min_partition_rows, min_parallel_nodes,
+                out_expand, out_free):
+    """Split the nodes ``batch`` of the node table (``bonsai.nodes``: ``t`` its int
+    fields, ``t_gain``, ``t_sums``, ``t_left_sums``) and evaluate their children, who
+    get rows ``first..first + 2m - 1``: ``partition``, ``plan_children``, ``build``,
+    ``scan_children`` and ``write_children`` in one call.
+
+    Node i is split on its table fields (feature, bin, default_left) and its
+    histogram is in its slot; ``new_slot[i]`` is a free slot for its smaller child.
+    ``masks (2m, F)`` are the children's usable features (zeros: only the
+    subtraction and the node sums, for oblivious trees, whose split is chosen per
+    level).  Returns (n_expand, n_free): ``out_expand[:n_expand]`` the children that
+    can split (they keep a histogram slot), ``out_free[:n_free]`` the slots to free.
+    """
+    m = batch.shape[0]
+    starts, stops, feature, bin_, default_left, f_missing, parent_slot = batch_columns(
+        t, batch, missing_bin)
+    nleft = np.empty(m, np.int64)
     partition(X_cols, idx, tmp, starts, stops, feature, bin_, default_left, f_missing,
-              n_threads, min_partition_rows, out_nleft)
-    b_start, b_stop, b_slot, sub = plan_children(starts, stops, out_nleft, parent_slot,
-                                                 new_slot, child_ok, min_split_rows, out_slot)
+              n_threads, min_partition_rows, nleft)
+    child_slot = np.empty(2 * m, np.int64)
+    b_start, b_stop, b_slot, sub = plan_children(starts, stops, nleft, parent_slot, new_slot,
+                                                 child_ok, min_split_rows, child_slot)
     if b_start.shape[0] > 0:
         build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, idx, False, b_start,
               b_stop, b_slot, scratch_slots, n_threads, min_rows, min_parallel_nodes, hist)
-    scan_children(hist, starts, stops, out_nleft, out_slot, sub, feat_off, n_value_bins, masks,
-                  scales, cfg, min_child_samples, min_parallel_nodes, out_gain, out_feature,
-                  out_bin, out_default_left, out_left_sums, out_sums)
+    gain = np.empty(2 * m)
+    c_feature = np.empty(2 * m, np.int64)
+    c_bin = np.empty(2 * m, np.int64)
+    c_dl = np.empty(2 * m, np.uint8)
+    left_sums = np.empty((2 * m, 3), np.int64)
+    sums = np.empty((2 * m, 3), np.int64)
+    scan_children(hist, starts, stops, nleft, child_slot, sub, feat_off, n_value_bins, masks,
+                  scales, cfg, min_child_samples, min_parallel_nodes, gain, c_feature, c_bin,
+                  c_dl, left_sums, sums)
+    return write_children(t, t_gain, t_sums, t_left_sums, batch, first, starts, stops, nleft,
+                          parent_slot, new_slot, child_slot, gain, c_feature, c_bin, c_dl,
+                          left_sums, sums, out_expand, out_free)

@@ -1,0 +1,68 @@
+"""The node table of the tree being grown.
+
+One row per node in numpy arrays with spare capacity: the grow loop writes the root
+and the oblivious level splits, and the backend's split step (``split_nodes``) writes
+the children of every node it splits, in compiled code.  Node ids are row numbers;
+children always get larger ids than their parent.
+
+``ints (capacity, N_COLS) int64`` holds the integer fields (column constants below),
+``gain (capacity,) float64`` the best split's gain (-inf: no valid split),
+``sums`` and ``left_sums (capacity, 3) int64`` the node's and its best split's left
+(grad, hess, count) sums in the histogram's fixed point.
+"""
+import numpy as np
+
+START, STOP, DEPTH, PARENT, LEFT, RIGHT, SLOT, FEATURE, BIN, DEFAULT_LEFT = range(10)
+N_COLS = 10
+#: a fresh row: no children, no histogram slot, no split
+_BLANK = np.array([0, 0, 0, -1, -1, -1, -1, -1, -1, 0], np.int64)
+
+
+class NodeTable:
+    """Rows ``0..n-1`` are the nodes grown so far (``reset`` starts a new tree)."""
+
+    def __init__(self, capacity=64):
+        self.n = 0
+        self.ints = np.empty((0, N_COLS), np.int64)
+        self.gain = np.empty(0)
+        self.sums = np.empty((0, 3), np.int64)
+        self.left_sums = np.empty((0, 3), np.int64)
+        self.reserve(capacity)
+
+    def reset(self):
+        self.n = 0
+
+    def __len__(self):
+        return self.n
+
+    def reserve(self, k):
+        """Make room for ``k`` more rows (doubling: amortised O(1) per node)."""
+        cap = self.ints.shape[0]
+        if self.n + k <= cap:
+            return
+        new = max(2 * cap, self.n + k, 8)
+        for name, shape, dtype in (("ints", (new, N_COLS), np.int64), ("gain", (new,), float),
+                                   ("sums", (new, 3), np.int64),
+                                   ("left_sums", (new, 3), np.int64)):
+            a = np.zeros(shape, dtype)
+            a[:self.n] = getattr(self, name)[:self.n]
+            setattr(self, name, a)
+
+    def add(self, start, stop, depth, parent):
+        """A new row (the root); returns its id."""
+        self.reserve(1)
+        i = self.n
+        self.ints[i] = _BLANK
+        self.ints[i, START] = start
+        self.ints[i, STOP] = stop
+        self.ints[i, DEPTH] = depth
+        self.ints[i, PARENT] = parent
+        self.gain[i] = -np.inf
+        self.sums[i] = 0
+        self.left_sums[i] = 0
+        self.n += 1
+        return i
+
+    def col(self, c):
+        """Column ``c`` of the grown rows (a view)."""
+        return self.ints[:self.n, c]
