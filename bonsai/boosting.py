@@ -67,8 +67,9 @@ def _seed(random_state, it, k):
 
 
 def _sample_rows(n, subsample, rng):
+    """The round's sorted sample of rows, or None for all of them."""
     if subsample >= 1.0:
-        return np.arange(n, dtype=IDX)
+        return None
     k = max(1, int(round(subsample * n)))
     return np.sort(rng.choice(n, size=k, replace=False)).astype(IDX)
 
@@ -180,11 +181,12 @@ def _initial_raw(booster, train_set, init_model, k_out, n):
 
 
 def _grow_round(p, booster, objective, grower, backend, train_set, y, w, raw, evals,
-                grad, hess, gh, it, k_out):
+                grad, hess, gh, idx_buf, it, k_out):
     rng = np.random.default_rng([p.random_state, it])
     rows = _sample_rows(y.shape[0], p.subsample, rng)
+    n_rows = y.shape[0] if rows is None else rows.shape[0]
     oob = None
-    if rows.shape[0] < y.shape[0]:
+    if rows is not None and rows.shape[0] < y.shape[0]:
         mask = np.ones(y.shape[0], bool)
         mask[rows] = False
         oob = np.flatnonzero(mask).astype(IDX)
@@ -193,14 +195,20 @@ def _grow_round(p, booster, objective, grower, backend, train_set, y, w, raw, ev
         with stage("quantize"):
             try:
                 seed = _seed(p.random_state, it, k) if p.quantized_grad else 0  # rounding seed
-                scales = backend.quantize(grad[k], hess[k], rows.shape[0], gh, p.grad_quant_bins,
+                scales = backend.quantize(grad[k], hess[k], n_rows, gh, p.grad_quant_bins,
                                           seed)
             except FloatingPointError:
                 raise ValueError(
                     f"gradients became non-finite at iteration {it} (objective="
                     f"{objective.name!r}): the model diverged; lower learning_rate or set "
                     "max_delta_step") from None
-        idx = rows.copy()
+        # the grower partitions the sample's indices in place: one buffer for the
+        # whole fit (no per-tree copies; an unsampled round fills it with 0..n-1)
+        idx = idx_buf[:n_rows]
+        if rows is None:
+            backend.fill_range(idx)
+        else:
+            idx[:] = rows
         tree, leaves, l0, l1 = grower.grow(gh, scales, idx, np.random.default_rng([p.random_state, it, k]))
         if p.quantized_grad:
             with stage("renew_leaves"):
@@ -231,6 +239,7 @@ def _boost(p, booster, objective, grower, backend, train_set, y, w, raw, evals, 
     grad = np.empty((k_out, n), GRAD)
     hess = np.empty((k_out, n), GRAD)
     gh = np.empty((n, 1 if p.quantized_grad else 2), np.int64)
+    idx_buf = np.empty(n, IDX)
     evals_log = {}
     booster.evals_result = evals_log
     for cb in callbacks:
@@ -242,7 +251,7 @@ def _boost(p, booster, objective, grower, backend, train_set, y, w, raw, evals, 
         with stage("gradients"):
             objective.grad_hess(y, raw, w, grad, hess)
         _grow_round(p, booster, objective, grower, backend, train_set, y, w, raw, evals,
-                    grad, hess, gh, it, k_out)
+                    grad, hess, gh, idx_buf, it, k_out)
         with stage("metrics"):
             _evaluate(evals, objective, metrics, evals_log)
         stop = False

@@ -108,8 +108,7 @@ class Grower:
                  "tree": self._sample(rng, np.arange(n_features), self.colsample[0])}
         root = nodes.add(0, idx.shape[0], 0, -1)
         nodes.ints[root, SLOT] = self.pool.alloc()
-        self._build([root], gh, idx, identity=idx.shape[0] == self.n_rows)
-        self._evaluate([root], scales, state)
+        self._evaluate_root(gh, idx, scales, state)
         frontier = [root]              # leaves that may still split, in node order
         fgain = [float(nodes.gain[root])]
         n_leaves = 1
@@ -224,28 +223,22 @@ class Grower:
         nodes.left_sums[fr] = lsums
         return list(frontier)
 
-    def _evaluate(self, ids, scales, state):
-        """Node sums and best split of each node of ``ids`` (the root; children are
-        evaluated inside ``backend.split_nodes``)."""
-        nodes = self.nodes
-        ids = np.array(ids, np.int64)
-        slots = nodes.ints[ids, SLOT]
-        rows = nodes.ints[ids, STOP] - nodes.ints[ids, START]
-        if self.policy == "oblivious":  # the level split is chosen jointly in _select_level
-            nodes.sums[ids] = self.backend.node_sums(self.pool, slots, rows, self.feat_off,
-                                                     scales)
-            return
-        masks = self._masks(nodes.ints[ids, DEPTH].tolist(), state)
-        with stage("splits"):
-            gain, feat, bin_, dl, lsum, sums = self.backend.find_best_splits(
-                self.pool, slots, rows, self.feat_off, self.n_value_bins, masks, scales,
-                self.cfg, self.min_child_samples)
-        nodes.gain[ids] = gain
-        nodes.ints[ids, FEATURE] = feat
-        nodes.ints[ids, BIN] = bin_
-        nodes.ints[ids, DEFAULT_LEFT] = dl
-        nodes.left_sums[ids] = lsum
-        nodes.sums[ids] = sums
+    def _evaluate_root(self, gh, idx, scales, state):
+        """The root's histogram, sums and best split (``backend.split_nodes`` with an
+        empty batch)."""
+        masks = self._no_masks(1) if self.policy == "oblivious" else self._masks([0], state)
+        self.backend.split_nodes(
+            self.pool, self.nodes, np.empty(0, np.int64), self.X_cols, self.X, self.feat_off,
+            self.n_value_bins, self.missing_bin, gh, idx, self.tmp, np.empty(0, np.int64),
+            False, 0, masks, scales, self.cfg, self.min_child_samples, self.n_threads,
+            identity=idx.shape[0] == self.n_rows)
+
+    def _no_masks(self, m):
+        """(m, F) zero masks: oblivious nodes get only their sums from the split step
+        (their level's split is chosen in ``_select_level``)."""
+        if self._no_features.shape[0] < m:
+            self._no_features = np.zeros((m, self.n_value_bins.shape[0]), np.uint8)
+        return self._no_features[:m]
 
     #: parents per pass on the deepest depth-wise level (see ``_split_batch``)
     LAST_LEVEL_CHUNK = 8
@@ -283,10 +276,8 @@ class Grower:
         m = len(batch)
         child_ok = not ((self.max_depth > 0 and depth >= self.max_depth)
                         or (self.max_leaves > 0 and n_leaves >= self.max_leaves))
-        if self.policy == "oblivious":   # the level's split is chosen in _select_level
-            if self._no_features.shape[0] < 2 * m:
-                self._no_features = np.zeros((2 * m, self.n_value_bins.shape[0]), np.uint8)
-            masks = self._no_features[:2 * m]
+        if self.policy == "oblivious":
+            masks = self._no_masks(2 * m)
         else:
             masks = self._masks([depth] * (2 * m), state)
         self.nodes.reserve(2 * m)
@@ -300,14 +291,6 @@ class Grower:
         for s in free:
             self.pool.release(s)
         return expandable
-
-    def _build(self, ids, gh, idx, identity=False):
-        ids = np.array(ids, np.int64)
-        t = self.nodes.ints
-        with stage("histograms"):
-            self.backend.build_histograms(
-                self.pool, self.X, self.feat_off, gh, idx, t[ids, START], t[ids, STOP],
-                t[ids, SLOT], self.n_threads, identity)
 
     def renew_exact(self, tree, leaves, leaf_start, leaf_stop, grad, hess, idx):
         """Quantized mode: recompute every node's value and cover from the exact float

@@ -1,6 +1,9 @@
 """Backend registry.  ``get_backend(name)`` returns a module implementing the grow
-loop's protocol (``build_histograms``, ``subtract_histograms``, ``find_best_splits``,
-``find_level_split``, ``partition``, ``add_leaf_values``, ``predict_*``).  Optional
+loop's protocol (``HistogramPool``, ``quantize``, ``build_histograms`` and
+``find_best_splits`` for the root, ``split_nodes`` for every batch after it (partition,
+children's histograms, their splits, children written to the ``bonsai.nodes`` table),
+``find_level_split``, ``node_sums``, ``range_sums``, ``add_leaf_values``,
+``leaf_sums``, ``predict_*``).  Optional
 backends are imported lazily, so a missing GPU stack never breaks ``import bonsai``.
 """
 import importlib

@@ -1,15 +1,17 @@
 """The CPU backend: the narrow protocol the grow loop calls, over numba kernels.
 
-Functions here plan work (which rows each thread takes) and call the kernels in
-``histogram``, ``split``, ``partition`` and ``predict``.  Work is split by rows into
-``n_threads`` equal pieces over the concatenated node ranges, so every thread gets
-the same number of rows whatever the node sizes; because histogram cells are
-integers, the result does not depend on that split.
+Functions here allocate outputs and call the kernels in ``step`` (the split step and
+its work plans), ``histogram``, ``split``, ``partition`` and ``predict``.  Work is
+split by rows into ``n_threads`` equal pieces over the concatenated node ranges, so
+every thread gets the same number of rows whatever the node sizes; because histogram
+cells are integers, the result does not depend on that split.  The thresholds below
+are read at every call (tests lower them to force work splitting).
 """
 import numpy as np
 
 from ... import _profile
 from ..._dtypes import FIXED_POINT_BITS, HIST, N_HIST_CHANNELS, count_bits, fixed_point_scale
+from ...nodes import BIN, DEFAULT_LEFT, FEATURE, SLOT, START, STOP
 from . import histogram as _hist
 from . import partition as _part
 from . import predict as _pred
@@ -40,6 +42,7 @@ class HistogramPool:
         self.channels = int(channels)
         self.hist = np.zeros((capacity, self.n_bins_total, self.channels), dtype=HIST)
         self.free = list(range(capacity - 1, -1, -1))
+        self.reserved = np.zeros(0, np.int64)
 
     def alloc(self):
         if not self.free:
@@ -54,53 +57,19 @@ class HistogramPool:
         self.free.append(int(slot))
 
     def scratch(self, n):
-        """``n`` slots reserved for the whole fit (thread pieces of the split step)."""
-        s = getattr(self, "_scratch", None)
-        if s is None or s.shape[0] < n:
-            extra = [self.alloc() for _ in range(n - (0 if s is None else s.shape[0]))]
-            s = np.array(([] if s is None else list(s)) + extra, np.int64)
-            self._scratch = s
-        return s[:n]
-
-
-_EMPTY_PLAN = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
-               np.zeros(2, np.int64))
+        """``n`` slots reserved for the whole fit (``reserved``): where the thread pieces
+        of a node cut between threads are filled before they are added up."""
+        if self.reserved.shape[0] < n:
+            extra = [self.alloc() for _ in range(n - self.reserved.shape[0])]
+            self.reserved = np.concatenate([self.reserved, np.array(extra, np.int64)])
+        return self.reserved[:n]
 
 
 def plan_pieces(starts, stops, n_threads, min_rows=None):
-    """Cut the concatenated ranges ``[starts[i], stops[i])`` into per-thread pieces.
-
-    Returns (piece_node, piece_start, piece_stop, thread_ptr): pieces of one node are
-    consecutive and in row order; thread ``j`` owns pieces
-    ``thread_ptr[j]:thread_ptr[j+1]``.
-    """
-    min_rows = MIN_ROWS_PER_THREAD if min_rows is None else min_rows
-    if starts.shape[0] == 1:  # one node (leaf-wise): equal row pieces, no numpy searches
-        a, b = int(starts[0]), int(stops[0])
-        n_t = int(max(1, min(n_threads, (b - a) // min_rows)))
-        if b == a:
-            return _EMPTY_PLAN
-        cuts = [a + ((b - a) * j) // n_t for j in range(n_t + 1)]
-        return (np.zeros(n_t, np.int64), np.array(cuts[:-1], np.int64),
-                np.array(cuts[1:], np.int64), np.arange(n_t + 1, dtype=np.int64))
-    sizes = stops - starts
-    total = int(sizes.sum())
-    n_t = int(max(1, min(n_threads, total // min_rows)))
-    if n_t == 1:  # one thread: each non-empty node is one piece (the common small case)
-        node = np.flatnonzero(sizes > 0)
-        return (node.astype(np.int64), starts[node].astype(np.int64),
-                stops[node].astype(np.int64), np.array([0, node.shape[0]], np.int64))
-    cum = np.concatenate([[0], np.cumsum(sizes)])
-    cuts = (total * np.arange(1, n_t, dtype=np.int64)) // n_t
-    bounds = np.unique(np.concatenate([cum, cuts]))
-    a = bounds[:-1]
-    b = bounds[1:]
-    node = np.searchsorted(cum, a, side="right") - 1
-    piece_start = starts[node] + (a - cum[node])
-    piece_stop = piece_start + (b - a)
-    thread = np.searchsorted(cuts, a, side="right")
-    thread_ptr = np.searchsorted(thread, np.arange(n_t + 1), side="left").astype(np.int64)
-    return node.astype(np.int64), piece_start.astype(np.int64), piece_stop.astype(np.int64), thread_ptr
+    """Cut the concatenated ranges ``[starts[i], stops[i])`` into per-thread pieces
+    (``step.plan_pieces``): returns (piece_node, piece_start, piece_stop, thread_ptr)."""
+    return _step.plan_pieces(starts, stops, n_threads,
+                             MIN_ROWS_PER_THREAD if min_rows is None else min_rows)
 
 
 def quantize(grad, hess, n_rows, out, quant_bins=0, seed=0):
@@ -138,85 +107,18 @@ def quantize(grad, hess, n_rows, out, quant_bins=0, seed=0):
     return np.array([sg, sh, float(cb), 0.0, 1.0 / sg, 1.0 / sh])
 
 
-_ZERO1 = np.zeros(1, np.int64)          # read-only plan constants of one-node calls
-_PTR01 = np.array([0, 1], np.int64)
-_PLAN_CONST = {}
+_NO_SPARSE = (np.zeros(1, np.uint32), np.zeros(0, np.uint16), np.zeros(0, np.int64))
+_NO_DENSE = np.zeros((0, 1), np.uint8)
 
 
-def _plan_const(n_t, n_blocks):
-    """Cached read-only plan arrays of ``n_t`` pieces over all ``n_blocks`` blocks:
-    (block_lo zeros, block_hi, thread_ptr 0..n_t, merge pointer [0, n_t - 1])."""
-    key = (n_t, n_blocks)
-    c = _PLAN_CONST.get(key)
-    if c is None:
-        c = _PLAN_CONST[key] = (np.zeros(n_t, np.int64), np.full(n_t, n_blocks, np.int64),
-                                np.arange(n_t + 1, dtype=np.int64),
-                                np.array([0, n_t - 1], np.int64))
-    return c
+def _layout(X_hist, feat_off, n_threads):
+    """(layout, dense matrix, sparse ptr, bins, default bin) for ``step.build``; the
+    layout not in use gets empty arrays.
 
-
-def _blocks1(n_blocks):
-    """A cached read-only ``[n_blocks]`` array."""
-    return _plan_const(1, n_blocks)[1]
-
-
-def _build_one_node(pool, X_binned, feat_off, gh, idx, identity, start, stop, slots, n_t,
-                    n_blocks):
-    """One dense node cut into ``n_t >= 2`` equal row pieces, one per thread, the extra
-    pieces in fresh slots added into the node's slot afterwards: what the general
-    path does, without its numpy planning (most leaf-wise splits above 8k rows;
-    ~8 us a call less)."""
-    cuts = np.array([start + ((stop - start) * j) // n_t for j in range(n_t + 1)], np.int64)
-    p_slot = np.empty(n_t, np.int64)
-    p_slot[0] = slots[0]
-    for j in range(1, n_t):
-        p_slot[j] = pool.alloc()
-    blo, bhi, ptr, merge_ptr = _plan_const(n_t, n_blocks)
-    _hist.build_histograms(X_binned, feat_off, gh, idx, identity, cuts[:-1], cuts[1:], p_slot,
-                           blo, bhi, ptr, pool.hist)
-    _hist.merge_slots.serial(pool.hist, slots, merge_ptr, p_slot[1:])
-    for j in range(1, n_t):
-        pool.release(p_slot[j])
-
-
-def _one_piece(starts, stops, n_threads, min_rows):
-    """Whether ``plan_pieces`` would make one non-empty piece of a single node."""
-    if starts.shape[0] != 1:
-        return False
-    rows = int(stops[0]) - int(starts[0])
-    return rows > 0 and (n_threads == 1 or rows < 2 * min_rows)
-
-
-def _block_plan(starts, stops, slots, n_blocks, n_threads):
-    """Wide data: every thread owns a contiguous range of feature blocks and fills
-    them for every node, block by block (one block's histogram stays in cache)."""
-    m = starts.shape[0]
-    total = int((stops - starts).sum())
-    n_t = int(max(1, min(n_threads, total // MIN_ROWS_PER_THREAD)))
-    bounds = (n_blocks * np.arange(n_t + 1)) // n_t
-    blocks = np.arange(n_blocks)
-    t_blk = np.repeat(blocks, m)
-    t_node = np.tile(np.arange(m), n_blocks)
-    thread_ptr = (bounds * m).astype(np.int64)
-    return (starts[t_node].astype(np.int64), stops[t_node].astype(np.int64),
-            slots[t_node].astype(np.int64), t_blk.astype(np.int64),
-            (t_blk + 1).astype(np.int64), thread_ptr)
-
-
-def build_histograms(pool, X_binned, feat_off, gh, idx, starts, stops, slots, n_threads,
-                     identity=False):
-    """Fill ``pool.hist[slots[i]]`` from the rows ``idx[starts[i]:stops[i]]``;
-    ``identity`` says ``idx[i] == i`` on those ranges (the unsampled root).
-
-    ``X_binned`` is the dense blocked matrix (``bonsai.binning``) or a
-    ``SparseRows`` layout (``.ptr``, ``.bins``, ``.default_bin``: each row lists only
-    its cells outside the features' default bins, which are restored afterwards from
-    the node totals).
-
-    Dense narrow data (few feature blocks) splits rows into one piece per thread, each
-    piece filling its own slot, merged afterwards; dense wide data splits the feature
-    blocks between threads instead (``_block_plan``).  The sparse-rows layout always
-    splits rows.
+    Dense narrow data (few feature blocks) splits rows into one piece per thread;
+    dense wide data (at least two feature blocks per thread) splits the feature
+    blocks between threads instead, so one block's histogram stays in cache; the
+    sparse-rows layout always splits rows.
 
     Why row-wise and not a feature-parallel (column-major) fill for narrow data,
     measured on 1M x 28 uint8 bins, 2 threads (medians of 5): one node holding
@@ -227,78 +129,27 @@ def build_histograms(pool, X_binned, feat_off, gh, idx, starts, stops, slots, n_
     so the choice per level is only between row pieces (narrow) and feature blocks
     (wide, where one node's histogram no longer fits in L2).
     """
-    sparse = not isinstance(X_binned, np.ndarray)
-    if not sparse:
-        n_features = feat_off.shape[0] - 1
-        n_blocks = -(-n_features // X_binned.shape[1])
-        if n_blocks >= 2 * n_threads:
-            plan = _block_plan(starts, stops, slots, n_blocks, n_threads)
-            kernel = _pick(_hist.build_histograms, plan[-1].shape[0] > 2)
-            kernel(X_binned, feat_off, gh, idx, identity, *plan, pool.hist)
-            return
-        if _one_piece(starts, stops, n_threads, MIN_ROWS_PER_THREAD):
-            # one node, one thread (most leaf-wise splits): the node's own arrays are
-            # the plan, no numpy work in between (~5 us a call less)
-            _hist.build_histograms.serial(X_binned, feat_off, gh, idx, identity, starts, stops,
-                                          slots, _ZERO1, _blocks1(n_blocks), _PTR01, pool.hist)
-            return
-        if starts.shape[0] == 1:
-            start, stop = int(starts[0]), int(stops[0])
-            n_t = min(n_threads, (stop - start) // MIN_ROWS_PER_THREAD)
-            if n_t >= 2:
-                _build_one_node(pool, X_binned, feat_off, gh, idx, identity, start, stop,
-                                slots, n_t, n_blocks)
-                return
-    node, p_start, p_stop, thread_ptr = plan_pieces(starts, stops, n_threads)
-    p_slot, extra = _piece_slots(pool, node, slots, thread_ptr)
-    hist = pool.hist
-    for i in np.flatnonzero(stops == starts):  # empty nodes get no piece: zero them here
-        hist[slots[i]] = 0
-    parallel = thread_ptr.shape[0] > 2
-    if sparse:
-        task_tot = np.empty((node.shape[0], hist.shape[2]), np.int64)
-        _pick(_hist.build_histograms_sparse, parallel)(
-            X_binned.ptr, X_binned.bins, gh, idx, identity, p_start, p_stop, p_slot,
-            thread_ptr, hist, task_tot)
-    else:
-        blo = np.zeros(node.shape[0], np.int64)
-        bhi = np.full(node.shape[0], n_blocks, np.int64)
-        _pick(_hist.build_histograms, parallel)(
-            X_binned, feat_off, gh, idx, identity, p_start, p_stop, p_slot, blo, bhi,
-            thread_ptr, hist)
-    _merge_pieces(pool, node, slots, p_slot, extra)
-    if sparse:
-        totals = np.zeros((slots.shape[0], hist.shape[2]), np.int64)
-        np.add.at(totals, node, task_tot)  # integer: exact in any order
-        _pick(_hist.restore_default_bins, slots.shape[0] >= MIN_PARALLEL_SPLIT_NODES)(
-            hist, slots, totals, feat_off, X_binned.default_bin)
+    if not isinstance(X_hist, np.ndarray):
+        return (_step.SPARSE_ROWS, _NO_DENSE, X_hist.ptr, X_hist.bins, X_hist.default_bin)
+    n_blocks = -(-(feat_off.shape[0] - 1) // X_hist.shape[1])
+    layout = _step.DENSE_BLOCKS if n_blocks >= 2 * n_threads else _step.DENSE_ROWS
+    return (layout, X_hist) + _NO_SPARSE
 
 
-def _piece_slots(pool, node, slots, thread_ptr):
-    """Slot of each piece: the node's own slot for its first piece, a fresh pool slot
-    for the others (a node cut between threads); returns (p_slot, extra pieces)."""
-    p_slot = slots[node].copy()
-    if thread_ptr.shape[0] <= 2 or not node.size:
-        return p_slot, node[:0]
-    first = np.concatenate([[True], node[1:] != node[:-1]])
-    extra = np.flatnonzero(~first)
-    for p in extra:
-        p_slot[p] = pool.alloc()
-    return p_slot, extra
+def build_histograms(pool, X_binned, feat_off, gh, idx, starts, stops, slots, n_threads,
+                     identity=False):
+    """Fill ``pool.hist[slots[i]]`` from the rows ``idx[starts[i]:stops[i]]``;
+    ``identity`` says ``idx[i] == i`` on those ranges (the unsampled root).
 
-
-def _merge_pieces(pool, node, slots, p_slot, extra):
-    """Add the extra pieces' slots into their nodes' slots and free them."""
-    if not extra.size:
-        return
-    cut = node[extra]                          # sorted: pieces follow node order
-    first = np.flatnonzero(np.concatenate(([True], cut[1:] != cut[:-1])))
-    dst_nodes = cut[first]
-    src_ptr = np.append(first, cut.size).astype(np.int64)
-    _hist.merge_slots.serial(pool.hist, slots[dst_nodes].astype(np.int64), src_ptr,
-                             p_slot[extra].astype(np.int64))
-    for s in p_slot[extra]:
-        pool.release(s)
+    ``X_binned`` is the dense blocked matrix (``bonsai.binning``) or a
+    ``SparseRows`` layout (``.ptr``, ``.bins``, ``.default_bin``: each row lists only
+    its cells outside the features' default bins, which are restored afterwards from
+    the node totals).  How the work is cut: ``_layout`` and ``step.build``.
+    """
+    layout, X_dense, sp_ptr, sp_bins, sp_default = _layout(X_binned, feat_off, n_threads)
+    _step.build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, idx, identity,
+                starts, stops, slots, pool.scratch(max(n_threads - 1, 1)), n_threads,
+                MIN_ROWS_PER_THREAD, MIN_PARALLEL_SPLIT_NODES, pool.hist)
 
 
 def _pick(kernel, parallel):
@@ -346,29 +197,17 @@ def find_best_splits(pool, slots, node_rows, feat_off, n_value_bins, masks, scal
     return gain, feature, bin_, default_left, left_sums, sums
 
 
-_NO_SPARSE = (np.zeros(1, np.uint32), np.zeros(0, np.uint16), np.zeros(0, np.int64))
-_NO_DENSE = np.zeros((0, 1), np.uint8)
-
-
-def _layout(X_hist, feat_off, n_threads):
-    """(layout, dense matrix, sparse ptr, bins, default bin) for ``step.build``."""
-    if not isinstance(X_hist, np.ndarray):
-        return (_step.SPARSE_ROWS, _NO_DENSE, X_hist.ptr, X_hist.bins, X_hist.default_bin)
-    n_blocks = -(-(feat_off.shape[0] - 1) // X_hist.shape[1])
-    layout = _step.DENSE_BLOCKS if n_blocks >= 2 * n_threads else _step.DENSE_ROWS
-    return (layout, X_hist) + _NO_SPARSE
-
-
 def split_nodes(pool, nodes, batch, X_cols, X_hist, feat_off, n_value_bins, missing_bin, gh,
                 idx, tmp, new_slot, child_ok, min_split_rows, masks, scales, cfg,
-                min_child_samples, n_threads):
+                min_child_samples, n_threads, identity=False):
     """The split step of the nodes ``batch`` of the node table ``nodes``
     (``bonsai.nodes.NodeTable``) in one compiled call (``step.split_nodes``):
     partition, smaller children's histograms into ``new_slot``, larger children by
     subtraction in their parent's slot, best splits of the children that can split
     (``masks (2m, F)``), children written as table rows ``nodes.n..nodes.n + 2m - 1``
     (the caller reserves them).  Returns (ids of the children that can split, slots
-    to free), as lists."""
+    to free), as lists.  An empty ``batch`` evaluates the root (table row 0) instead:
+    its histogram (``identity``: ``idx[i] == i``), sums and best split (``masks[:1]``)."""
     m = batch.shape[0]
     expand = np.empty(2 * m, np.int64)
     free = np.empty(2 * m, np.int64)
@@ -381,9 +220,22 @@ def split_nodes(pool, nodes, batch, X_cols, X_hist, feat_off, n_value_bins, miss
             missing_bin, gh, idx, tmp, pool.hist, t, t_gain, t_sums, t_lsum, batch, first,
             new_slot, scratch, child_ok, min_split_rows, masks, scales, cfg, min_child_samples,
             n_threads, MIN_ROWS_PER_THREAD, MIN_PARTITION_ROWS_PER_THREAD,
-            MIN_PARALLEL_SPLIT_NODES, expand, free)
+            MIN_PARALLEL_SPLIT_NODES, identity, expand, free)
         return expand[:n_e].tolist(), free[:n_f].tolist()
     # BONSAI_PROFILE: the same steps as separate calls, each timed as its stage
+    if m == 0:
+        root = np.zeros(1, np.int64)
+        with _profile.stage("histograms"):
+            _step.build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, idx,
+                        identity, t[root, START], t[root, STOP], t[root, SLOT], scratch,
+                        n_threads, MIN_ROWS_PER_THREAD, MIN_PARALLEL_SPLIT_NODES, pool.hist)
+        with _profile.stage("splits"):
+            gain, feat, bin_, dl, lsum, sums = find_best_splits(
+                pool, t[root, SLOT], t[root, STOP] - t[root, START], feat_off, n_value_bins,
+                masks[:1], scales, cfg, min_child_samples)
+        t_gain[0], t[0, FEATURE], t[0, BIN], t[0, DEFAULT_LEFT] = gain[0], feat[0], bin_[0], dl[0]
+        t_sums[0], t_lsum[0] = sums[0], lsum[0]
+        return [], []
     starts, stops, feature, bin_, dl, f_missing, parent_slot = _step.batch_columns(t, batch,
                                                                                   missing_bin)
     nleft = np.empty(m, np.int64)
@@ -426,19 +278,15 @@ def partition_nodes(X_cols, idx, tmp, starts, stops, feature, bin_, default_left
                     missing_bin, n_threads):
     """Stable partition of each node range (reading the column-major bins
     ``X_cols (F, n)``); returns the rows sent left per node."""
-    nleft = np.zeros(starts.shape[0], np.int64)
-    if _one_piece(starts, stops, n_threads, MIN_PARTITION_ROWS_PER_THREAD):
-        _part.partition_nodes.serial(X_cols, idx, tmp, _ZERO1, starts, stops, _PTR01, feature,
-                                     bin_, default_left, missing_bin, np.empty(1, np.int64),
-                                     nleft)
-        return nleft
-    node, p_start, p_stop, thread_ptr = plan_pieces(starts, stops, n_threads, MIN_PARTITION_ROWS_PER_THREAD)
-    if node.size:
-        scratch = np.empty(node.shape[0], np.int64)
-        _pick(_part.partition_nodes, thread_ptr.shape[0] > 2)(
-            X_cols, idx, tmp, node, p_start, p_stop, thread_ptr,
-            feature, bin_, default_left, missing_bin, scratch, nleft)
+    nleft = np.empty(starts.shape[0], np.int64)
+    _step.partition(X_cols, idx, tmp, starts, stops, feature, bin_, default_left, missing_bin,
+                    n_threads, MIN_PARTITION_ROWS_PER_THREAD, nleft)
     return nleft
+
+
+def fill_range(idx):
+    """``idx[i] = i``."""
+    _pick(_part.fill_range, idx.shape[0] >= MIN_PARTITION_ROWS_PER_THREAD)(idx)
 
 
 def add_leaf_values(raw, idx, leaf_start, leaf_stop, leaf_value):

@@ -100,6 +100,13 @@ def partition_nodes(X_cols, idx, tmp, task_node, task_start, task_stop, thread_p
 
 
 @parallel_kernel
+def fill_range(out):
+    """``out[i] = i`` (the sample of an unsampled round)."""
+    for i in prange(out.shape[0]):
+        out[i] = i
+
+
+@parallel_kernel
 def add_leaf_values(raw, idx, leaf_start, leaf_stop, leaf_value):
     """``raw[idx[i]] += leaf_value[l]`` for the rows of every leaf ``l``.
 

@@ -106,9 +106,11 @@ def build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, idx, ident
     fills its extra pieces in ``scratch_slots`` (at most ``n_threads - 1``), added
     into its slot afterwards.  ``DENSE_BLOCKS`` (wide data): each thread owns a
     range of feature blocks and fills them for every node.  ``SPARSE_ROWS``: like
-    DENSE_ROWS over the sparse-rows layout, then the default bins are restored from
-    the node totals.  See ``bonsai.backends.cpu.build_histograms`` for the measured
-    reasons."""
+    DENSE_ROWS over the sparse-rows layout (``sp_ptr``, ``sp_bins``,
+    ``sp_default``), then the default bins are restored from the node totals.  One
+    compiled function serves every layout (the unused one gets empty arrays): a
+    specialisation per layout made ``warmup()`` load both, 4.8 MB more resident code
+    than one.  See ``bonsai.backends.cpu._layout`` for the measured reasons."""
     m = starts.shape[0]
     channels = hist.shape[2]
     n_features = feat_off.shape[0] - 1
@@ -379,7 +381,7 @@ def split_nodes(layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, 
                 missing_bin, gh, idx, tmp, hist, t, t_gain, t_sums, t_left_sums, batch, first,
                 new_slot, scratch_slots, child_ok, min_split_rows, masks, scales, cfg,
                 min_child_samples, n_threads, min_rows, min_partition_rows, min_parallel_nodes,
-                out_expand, out_free):
+                identity, out_expand, out_free):
     """Split the nodes ``batch`` of the node table (``bonsai.nodes``: ``t`` its int
     fields, ``t_gain``, ``t_sums``, ``t_left_sums``) and evaluate their children, who
     get rows ``first..first + 2m - 1``: ``partition``, ``plan_children``, ``build``,
@@ -391,28 +393,55 @@ def split_nodes(layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, 
     subtraction and the node sums, for oblivious trees, whose split is chosen per
     level).  Returns (n_expand, n_free): ``out_expand[:n_expand]`` the children that
     can split (they keep a histogram slot), ``out_free[:n_free]`` the slots to free.
+
+    An empty batch evaluates the root instead (table row 0, its rows and slot set;
+    ``identity``: ``idx[i] == i`` over its rows): its histogram, sums and best split
+    (``masks[0]``).  So a fit runs one compiled driver, whose code holds every kernel
+    it calls, instead of also loading separate copies for the root.
     """
     m = batch.shape[0]
-    starts, stops, feature, bin_, default_left, f_missing, parent_slot = batch_columns(
-        t, batch, missing_bin)
-    nleft = np.empty(m, np.int64)
-    partition(X_cols, idx, tmp, starts, stops, feature, bin_, default_left, f_missing,
-              n_threads, min_partition_rows, nleft)
-    child_slot = np.empty(2 * m, np.int64)
-    b_start, b_stop, b_slot, sub = plan_children(starts, stops, nleft, parent_slot, new_slot,
-                                                 child_ok, min_split_rows, child_slot)
+    root = m == 0
+    if root:    # the root as the one "left child" of a pseudo-parent holding its rows
+        starts = np.full(1, t[0, START], np.int64)
+        stops = np.full(1, t[0, STOP], np.int64)
+        nleft = stops - starts
+        child_slot = np.array([t[0, SLOT], -1], np.int64)
+        sub = np.full(2, -1, np.int64)
+        b_start, b_stop, b_slot = starts, stops, child_slot[:1]
+    else:
+        starts, stops, feature, bin_, default_left, f_missing, parent_slot = batch_columns(
+            t, batch, missing_bin)
+        nleft = np.empty(m, np.int64)
+        partition(X_cols, idx, tmp, starts, stops, feature, bin_, default_left, f_missing,
+                  n_threads, min_partition_rows, nleft)
+        child_slot = np.empty(2 * m, np.int64)
+        b_start, b_stop, b_slot, sub = plan_children(starts, stops, nleft, parent_slot,
+                                                     new_slot, child_ok, min_split_rows,
+                                                     child_slot)
+    # one call site per kernel (the root takes the same ones): each is compiled into
+    # this function's code once
     if b_start.shape[0] > 0:
-        build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, idx, False, b_start,
-              b_stop, b_slot, scratch_slots, n_threads, min_rows, min_parallel_nodes, hist)
-    gain = np.empty(2 * m)
-    c_feature = np.empty(2 * m, np.int64)
-    c_bin = np.empty(2 * m, np.int64)
-    c_dl = np.empty(2 * m, np.uint8)
-    left_sums = np.empty((2 * m, 3), np.int64)
-    sums = np.empty((2 * m, 3), np.int64)
+        build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, idx,
+              identity and root, b_start, b_stop, b_slot, scratch_slots, n_threads, min_rows,
+              min_parallel_nodes, hist)
+    n_c = child_slot.shape[0]
+    gain = np.empty(n_c)
+    c_feature = np.empty(n_c, np.int64)
+    c_bin = np.empty(n_c, np.int64)
+    c_dl = np.empty(n_c, np.uint8)
+    left_sums = np.empty((n_c, 3), np.int64)
+    sums = np.empty((n_c, 3), np.int64)
     scan_children(hist, starts, stops, nleft, child_slot, sub, feat_off, n_value_bins, masks,
                   scales, cfg, min_child_samples, min_parallel_nodes, gain, c_feature, c_bin,
                   c_dl, left_sums, sums)
+    if root:
+        t_gain[0] = gain[0]
+        t[0, FEATURE] = c_feature[0]
+        t[0, BIN] = c_bin[0]
+        t[0, DEFAULT_LEFT] = c_dl[0]
+        t_sums[0] = sums[0]
+        t_left_sums[0] = left_sums[0]
+        return 0, 0
     return write_children(t, t_gain, t_sums, t_left_sums, batch, first, starts, stops, nleft,
                           parent_slot, new_slot, child_slot, gain, c_feature, c_bin, c_dl,
                           left_sums, sums, out_expand, out_free)
