@@ -1,0 +1,116 @@
+"""The categorical split scan (``backends/cpu/split_cat.py``) against brute force over
+category subsets, on hand-built exact-mode histogram cells."""
+import itertools
+
+import numpy as np
+import pytest
+
+from bonsai.backends.cpu.split import _decode, _split_gain, leaf_score
+from bonsai.backends.cpu.split_cat import scan_categorical
+
+CBITS = 20
+MASK = (1 << CBITS) - 1
+SG, SH = 2.0 ** 20, 2.0 ** 20
+SCALES = np.array([SG, SH, CBITS, 0.0, 1 / SG, 1 / SH])
+
+
+def _hist(rng, k, empty=(), rare=()):
+    """(k + 1, 2) exact cells: category b's rows, then the missing bin."""
+    H = np.zeros((k + 1, 2), np.int64)
+    for b in range(k + 1):
+        if b in empty:
+            continue
+        n = 1 if b in rare else int(rng.integers(3, 40))
+        g = int(rng.normal(0.3 * np.sin(3 * b), 1.0) * n * SG / 4)
+        h = int(n * SH / 4 * rng.uniform(0.5, 1.0))
+        H[b] = (g, (h << CBITS) | n)
+    return H
+
+
+def _totals(H):
+    a, c2 = int(H[:, 0].sum()), int(H[:, 1].sum())
+    return a, c2 >> CBITS, c2 & MASK
+
+
+def _cfg(lam=0.0):
+    return np.array([lam, 0.0, 0.0, 1e-3, 0.0])   # lambda, alpha, mds, min_child_weight, msg
+
+
+def _brute(H, used, cfg, mcs, sizes):
+    tg, th, tc = _totals(H)
+    parent = leaf_score(tg / SG, th / SH, cfg[0], cfg[1], cfg[2])
+    best, best_set = -np.inf, None
+    for r in sizes:
+        for subset in itertools.combinations(used, r):
+            a = sum(int(H[b, 0]) for b in subset)
+            c2 = sum(int(H[b, 1]) for b in subset)
+            g, h, c = _decode(np.int64(a), np.int64(c2), False, np.int64(CBITS), np.int64(MASK), 0.0)
+            gain = _split_gain(g, h, c, tg, th, tc, SCALES, cfg, mcs, parent, True)
+            if gain > best:
+                best, best_set = gain, set(subset)
+    return best, best_set
+
+
+def _run(H, cat_cfg, cfg=None, mcs=1):
+    k = H.shape[0] - 1
+    tg, th, tc = _totals(H)
+    bits = np.zeros((k + 63) // 64, np.uint64)
+    gain, lg, lh, lc = scan_categorical(H, k, False, np.int64(CBITS), np.int64(MASK), 0.0,
+                                        np.int64(tg), np.int64(th), np.int64(tc), SCALES,
+                                        _cfg() if cfg is None else cfg, mcs, cat_cfg, bits)
+    left = {b for b in range(k) if (int(bits[b >> 6]) >> (b & 63)) & 1}
+    return gain, (lg, lh, lc), left
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_sorted_prefix_scan_finds_the_best_subset(seed):
+    rng = np.random.default_rng(seed)
+    k = int(rng.integers(3, 11))
+    H = _hist(rng, k, empty={int(rng.integers(0, k))})
+    cat_cfg = np.array([0.0, 64.0, 0.0, 0.0, 1.0])   # no one-hot, no smoothing
+    gain, sums, left = _run(H, cat_cfg)
+    used = [b for b in range(k) if H[b, 1] & MASK]
+    best, best_set = _brute(H, used, _cfg(), 1, range(1, len(used)))
+    assert gain > -np.inf and gain == pytest.approx(best, rel=1e-12)
+    # the chosen set's sums are its cells' sums, and its gain is the reported one
+    assert sums == tuple(int(x) for x in (H[list(left), 0].sum(), H[list(left), 1].sum() >> CBITS,
+                                          H[list(left), 1].sum() & MASK))
+    assert left == best_set
+    assert k not in left                                          # missing bin goes right
+
+
+def test_one_vs_rest_up_to_max_cat_to_onehot():
+    rng = np.random.default_rng(5)
+    H = _hist(rng, 4)
+    gain, _, left = _run(H, np.array([4.0, 64.0, 0.0, 0.0, 1.0]))
+    best, best_set = _brute(H, list(range(4)), _cfg(), 1, [1])
+    assert len(left) == 1 and gain == pytest.approx(best, rel=1e-12) and left == best_set
+
+
+def test_rare_categories_stay_right_and_threshold_caps_the_set():
+    rng = np.random.default_rng(9)
+    H = _hist(rng, 10, rare={2, 7})
+    gain, _, left = _run(H, np.array([0.0, 3.0, 0.0, 0.0, 2.0]))   # min_data_per_group 2
+    assert gain > -np.inf
+    assert not left & {2, 7}
+    assert 1 <= len(left) <= 3
+    used = [b for b in range(10) if b not in (2, 7)]
+    assert left <= set(used)
+
+
+def test_no_split_when_children_break_min_child_samples():
+    rng = np.random.default_rng(2)
+    H = _hist(rng, 5)
+    tc = int(H[:, 1].sum()) & MASK
+    gain, _, left = _run(H, np.array([0.0, 64.0, 0.0, 0.0, 1.0]), mcs=tc)
+    assert gain == -np.inf and left == set()
+
+
+def test_cat_l2_and_smoothing_are_used():
+    rng = np.random.default_rng(4)
+    H = _hist(rng, 8)
+    g0, _, _ = _run(H, np.array([0.0, 64.0, 0.0, 0.0, 1.0]))
+    g1, _, _ = _run(H, np.array([0.0, 64.0, 0.0, 10.0, 1.0]))    # cat_l2 shrinks the gain
+    assert g1 < g0
+    g2, _, left2 = _run(H, np.array([0.0, 64.0, 1e6, 0.0, 1.0]))  # huge smoothing: G order
+    assert g2 <= g0 and left2
