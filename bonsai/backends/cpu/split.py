@@ -262,10 +262,10 @@ def _gains(ea, ec, k, mg, mh, mc, tg, th, tc, packed, cbits, mask, cf, scales, c
 @njit(cache=True)
 def _best_split(hist, slot, sub_slot, n_rows, feat_off, n_value_bins, feature_mask, scales, cfg,
                 min_child_samples, max_nv, out_lsum, out_sums):
-    """One node of ``find_best_splits`` (its prange body, as a function compiled once
-    for the parallel kernel and its serial twin: the twins' cold compile went from
-    7.8 to about 6.5 s with the passes below not inlined).  Returns (gain, feature, bin, default_left); writes the left
-    sums ``out_lsum (3,)`` and the node sums ``out_sums (3,)``."""
+    """One node of ``find_best_splits``: its prange body, as a function compiled once
+    for the parallel kernel and its serial twin.  Returns (gain, feature, bin,
+    default_left); writes the left sums ``out_lsum (3,)`` and the node sums
+    ``out_sums (3,)``."""
     n_features = n_value_bins.shape[0]
     sg = scales[0]
     sh = scales[1]
