@@ -53,13 +53,11 @@ def cat_like(n: int = 500_000, seed: int = 20241130):
         m = b - a
         xn = r.normal(size=(m, N_NUMERIC))
         latent = xn @ w + 0.5 * np.sin(2 * xn[:, 0]) * xn[:, 1] + 0.3 * (xn[:, 2] > 0.5)
-        for j, c in enumerate(CARDINALITIES):
-            k = r.choice(c, size=m, p=probs[j])
+        ks = [r.choice(c, size=m, p=probs[j]) for j, c in enumerate(CARDINALITIES)]
+        for j, k in enumerate(ks):
             latent += effects[j][k]
             X_cat[a:b, j] = relabel[j][k]
-            if j == 1:
-                latent += pair[prev, k]          # the (col 0, col 1) pair effect
-            prev = k
+        latent += pair[ks[0], ks[1]]             # the (col 0, col 1) pair effect
         latent -= np.median(latent)
         X_num[a:b] = xn
         y[a:b] = (latent + r.logistic(size=m) > 0)

@@ -210,7 +210,7 @@ class Grower:
         f = int(np.searchsorted(self.feat_off, cell, side="right") - 1)
         off = int(self.feat_off[f])
         bb = cell - off
-        sums = self.backend.node_sums(self.pool, slots, rows, self.feat_off, scales)
+        sums = nodes.sums[fr]        # written when the split step evaluated these nodes
         cnt_factor = np.where(sums[:, 1] > 0, rows / np.maximum(sums[:, 1], 1), 0.0)
         lsums = self.backend.range_sums(self.pool, slots, off, off + bb + 1,
                                         off + int(self.n_value_bins[f]) if dl else -1, scales,
@@ -219,7 +219,6 @@ class Grower:
         nodes.ints[fr, BIN] = bb
         nodes.ints[fr, DEFAULT_LEFT] = dl
         nodes.gain[fr] = best / len(frontier)
-        nodes.sums[fr] = sums
         nodes.left_sums[fr] = lsums
         return list(frontier)
 

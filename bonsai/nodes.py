@@ -62,7 +62,3 @@ class NodeTable:
         self.left_sums[i] = 0
         self.n += 1
         return i
-
-    def col(self, c):
-        """Column ``c`` of the grown rows (a view)."""
-        return self.ints[:self.n, c]
