@@ -72,6 +72,7 @@ _HINTS = {
     "n_jobs": "n_threads", "nthread": "n_threads", "num_threads": "n_threads",
     "metric": "eval_metric", "num_classes": "num_class", "max_bins": "max_bin",
     "categorical_feature": "categorical_features", "verbose": "verbosity",
+    "one_hot_max_size": "max_cat_to_onehot", "max_cat_to_one_hot": "max_cat_to_onehot",
     "loss": "objective", "init_score": "base_score",
 }
 
@@ -142,7 +143,22 @@ PARAM_TABLE: tuple[ParamSpec, ...] = (
     ParamSpec("num_class", ("int", "None"), None, _GE1,
               "Number of classes; required by objective='multiclass' in train()."),
     ParamSpec("categorical_features", ("feature_seq", "None"), None, FeatureList(),
-              "Features (indices or names) treated as categorical."),
+              "Features (indices or names) treated as categorical, besides pandas "
+              "'category' columns (always categorical). Each keeps its max_bin most "
+              "frequent categories; rarer, unseen and missing ones go the missing way."),
+    ParamSpec("max_cat_to_onehot", ("int",), 4, _GE1,
+              "Categorical splits: up to this many usable categories, one category "
+              "against the rest."),
+    ParamSpec("max_cat_threshold", ("int",), 32, _GE1,
+              "Categorical splits: at most this many categories on the left side (taken "
+              "from either end of the G/(H + cat_smooth) order)."),
+    ParamSpec("cat_smooth", ("float",), 10.0, _NONNEG,
+              "Categorical splits: added to a category's hessian sum when sorting "
+              "categories by G/H (damps rare categories)."),
+    ParamSpec("cat_l2", ("float",), 10.0, _NONNEG,
+              "Categorical splits: extra L2 regularisation on their children."),
+    ParamSpec("min_data_per_group", ("int",), 100, _GE1,
+              "Categorical splits: a category with fewer rows in the node stays right."),
     ParamSpec("quantized_grad", ("bool",), False, None,
               "Quantize gradients and hessians to small integers (stochastic rounding, "
               "seeded) and pack both into one 64-bit histogram cell: about half the "
@@ -202,6 +218,11 @@ class Params:
     tweedie_variance_power: float
     num_class: int | None
     categorical_features: tuple[int | str, ...] | None
+    max_cat_to_onehot: int
+    max_cat_threshold: int
+    cat_smooth: float
+    cat_l2: float
+    min_data_per_group: int
     quantized_grad: bool
     grad_quant_bins: int
     device: str

@@ -30,6 +30,26 @@ def _dense(X):
     return X.toarray() if hasattr(X, "toarray") else X
 
 
+def _has_categories(X):
+    """A pandas DataFrame with ``category`` columns (passed to bonsai as is: sklearn's
+    array conversion would turn string categories into an error)."""
+    dtypes = getattr(X, "dtypes", None)
+    if dtypes is None or not type(X).__module__.startswith("pandas"):
+        return False
+    import pandas as pd
+    return any(isinstance(dt, pd.CategoricalDtype) for dt in dtypes)
+
+
+def _validate_X(est, X, reset):
+    """X checked at the sklearn boundary (feature names and count recorded or
+    compared); DataFrames with category columns keep their columns."""
+    if _has_categories(X):
+        validate_data(est, X, skip_check_array=True, reset=reset)
+        return X
+    return _dense(validate_data(est, X, accept_sparse=_SPARSE, reset=reset,
+                                dtype=(np.float64, np.float32), ensure_all_finite=False))
+
+
 def _check_weight(w, n, name):
     """(n,) finite, non-negative, not-all-zero float64 weights, or ValueError naming ``name``."""
     if w is None:
@@ -148,9 +168,13 @@ class _BonsaiModel(BaseEstimator):
         self
         """
         self.__dict__.pop("booster_", None)  # a failed refit leaves the estimator unfitted
-        X, y = validate_data(self, X, y, accept_sparse=_SPARSE, dtype=(np.float64, np.float32),
-                             ensure_all_finite=False, y_numeric=False)
-        X = _dense(X)
+        if _has_categories(X):
+            X = _validate_X(self, X, reset=True)
+        else:
+            X, y = validate_data(self, X, y, accept_sparse=_SPARSE,
+                                 dtype=(np.float64, np.float32), ensure_all_finite=False,
+                                 y_numeric=False)
+            X = _dense(X)
         n = X.shape[0]
         y = _check_y_1d(y, n, "y")
         _check_finite_y(y, "y")
@@ -167,7 +191,8 @@ class _BonsaiModel(BaseEstimator):
         names = list(getattr(self, "feature_names_in_", [])) or None
         train_set = Dataset(X, label=y_enc, weight=w, init_score=init_score,
                             feature_names=names, max_bin=params.max_bin,
-                            reference=None, random_state=params.random_state)
+                            reference=None, random_state=params.random_state,
+                            categorical_features=params.categorical_features)
         valid_sets, valid_names = [], []
         for name, Xv, yv, wv in eval_pairs:
             valid_sets.append(Dataset(Xv, label=yv, weight=wv, feature_names=names,
@@ -209,8 +234,7 @@ class _BonsaiModel(BaseEstimator):
                              f"but eval_set has {k}")
         out = []
         for i, ((Xv, yv), wv, name) in enumerate(zip(eval_set, eval_sample_weight, eval_names)):
-            Xv = _dense(validate_data(self, Xv, accept_sparse=_SPARSE, reset=False,
-                                      dtype=(np.float64, np.float32), ensure_all_finite=False))
+            Xv = _validate_X(self, Xv, reset=False)
             nv = Xv.shape[0]
             yv = _check_y_1d(yv, nv, f"eval_set[{i}] y")
             _check_finite_y(yv, f"eval_set[{i}] y")
@@ -246,9 +270,7 @@ class _BonsaiModel(BaseEstimator):
     # -- predict ------------------------------------------------------------------
     def _check_X(self, X):
         check_is_fitted(self)
-        X = validate_data(self, X, accept_sparse=_SPARSE, reset=False,
-                          dtype=(np.float64, np.float32), ensure_all_finite=False)
-        return _dense(X)
+        return _validate_X(self, X, reset=False)
 
     def _raw_predict(self, X, output_margin=False, iteration_range=None):
         X = self._check_X(X)

@@ -154,7 +154,7 @@ class BinMapper:
     feat_off : (F + 1,) int64 -- histogram offsets, ``n_value_bins + 1`` bins each
     """
 
-    def __init__(self, thresholds, thr_offsets, max_bin):
+    def __init__(self, thresholds, thr_offsets, max_bin, is_cat=None):
         self.thresholds = np.ascontiguousarray(thresholds, dtype=np.float64)
         self.thr_offsets = np.ascontiguousarray(thr_offsets, dtype=np.int64)
         self.max_bin = int(max_bin)
@@ -162,6 +162,29 @@ class BinMapper:
         self.missing_bin = self.n_value_bins.copy()
         self.feat_off = np.concatenate([[0], np.cumsum(self.n_value_bins + 1)]).astype(np.int64)
         self.dtype = binned_dtype(self.max_bin)
+        self.is_cat = (np.zeros(self.n_value_bins.shape[0], np.uint8) if is_cat is None
+                       else np.ascontiguousarray(is_cat, dtype=np.uint8))
+
+    @property
+    def cat_words(self):
+        """uint64 words of a categorical split's bitset: every categorical feature's
+        value bins and its missing bin fit (at least 1)."""
+        nv = self.n_value_bins[self.is_cat != 0]
+        return int(max(1, ((nv.max() + 1 + 63) // 64) if nv.size else 1))
+
+    def with_categorical(self, features, n_codes):
+        """This mapper with ``features`` made categorical: feature ``features[i]``'s
+        codes ``0..n_codes[i]-1`` (float values) each get their own value bin
+        (thresholds at ``c + 0.5``); NaN, the codes of everything else, gets the
+        missing bin."""
+        parts = [self.feature_thresholds(f) for f in range(self.n_features)]
+        is_cat = self.is_cat.copy()
+        for f, k in zip(features, n_codes):
+            parts[f] = np.arange(max(int(k), 1) - 1) + 0.5
+            is_cat[f] = 1
+        offsets = np.concatenate([[0], np.cumsum([p.size for p in parts])]).astype(np.int64)
+        thr = np.concatenate(parts) if parts else np.empty(0)
+        return BinMapper(thr, offsets, self.max_bin, is_cat)
 
     @property
     def n_features(self):
@@ -237,4 +260,4 @@ class BinMapper:
 
     def to_dict(self):
         return {"max_bin": self.max_bin, "thresholds": self.thresholds.tolist(),
-                "thr_offsets": self.thr_offsets.tolist()}
+                "thr_offsets": self.thr_offsets.tolist(), "is_cat": self.is_cat.tolist()}

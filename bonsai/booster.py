@@ -9,6 +9,7 @@ import numpy as np
 from . import model_io
 from ._threads import resolve_n_threads, thread_context
 from .backends import get_backend
+from .categorical import CategoryMap
 from .data import to_matrix
 from .objectives import get_objective
 from .tree import concat, concat_oblivious
@@ -38,6 +39,7 @@ class Booster:
         self.best_score = None
         self.evals_result = {}
         self.extra = {}
+        self.categories = None      # bonsai.categorical.CategoryMap, or None
         self.n_threads = None
         self._cache = None
         self._obj = None
@@ -95,7 +97,10 @@ class Booster:
         return self._cache[1], self._cache[2]
 
     def _check_X(self, X):
-        X, names = to_matrix(X)
+        if self.categories is not None:
+            X, names, pd_cats = to_matrix(X, with_categories=True)
+        else:
+            X, names = to_matrix(X)
         if X.shape[1] != self.n_features:
             raise ValueError(f"X has {X.shape[1]} features, but the model was trained with "
                              f"{self.n_features} features")
@@ -103,6 +108,8 @@ class Booster:
             diff = [(a, b) for a, b in zip(names, self.feature_names) if a != b][:3]
             raise ValueError(f"X's feature names differ from the model's (first differences, "
                              f"X vs model: {diff}); reorder the columns to match")
+        if self.categories is not None:   # the model's category codes (a C-order copy)
+            return self.categories.apply(X, pd_cats)
         if not X.flags.c_contiguous:
             X = np.ascontiguousarray(X)
         return X
@@ -158,7 +165,7 @@ class Booster:
     # ---- model files -------------------------------------------------------------
     def _to_doc(self):
         from . import __version__
-        return {
+        doc = {
             "format": model_io.FORMAT, "schema_version": model_io.SCHEMA_VERSION,
             "bonsai_version": __version__,
             "objective": {"name": self.objective, "params": self.objective_params},
@@ -169,6 +176,11 @@ class Booster:
             "tree_class": self.tree_class, "trees": [t.to_dict() for t in self.trees],
             "extra": self.extra,
         }
+        if self.categories is not None:
+            doc["categorical"] = self.categories.to_dict()
+        else:   # readable by bonsai versions before categorical features
+            doc["schema_version"] = model_io.SCHEMA_VERSION_NUMERIC
+        return doc
 
     def model_to_string(self):
         """The model as deterministic JSON text (identical bytes for identical models)."""
@@ -197,6 +209,8 @@ class Booster:
         self.best_iteration = doc.get("best_iteration")
         self.best_score = doc.get("best_score")
         self.extra = dict(doc.get("extra") or {})
+        self.categories = (None if doc.get("categorical") is None
+                           else CategoryMap.from_dict(doc["categorical"], self.n_features))
         self._cache = None
         self._obj = None
         try:

@@ -16,6 +16,7 @@ from ._threads import resolve_n_threads, thread_context
 from .backends import get_backend
 from .booster import Booster
 from .callbacks import EarlyStopping, TrainingCallback
+from .categorical import resolve_features
 from .data import check_init_score
 from .dataset import Dataset
 from .grow import Grower
@@ -95,13 +96,10 @@ def train(params, train_set, num_boost_round=None, valid_sets=None, valid_names=
     p = validate_params(params)
     if num_boost_round is not None:
         p = p.replace(n_estimators=num_boost_round)
-    if p.categorical_features is not None:
-        raise ValueError("categorical_features: native categorical splits are not available in "
-                         f"bonsai {__import__('bonsai').__version__}; got "
-                         f"categorical_features={p.categorical_features!r}. Encode the categories "
-                         "as numbers (ordinal or target encoding) and leave it None")
     if not isinstance(train_set, Dataset):
         raise TypeError(f"train_set must be a bonsai.Dataset, got {type(train_set).__name__}")
+    if p.categorical_features is not None:
+        train_set = _with_categorical(train_set, p.categorical_features)
     if train_set.label is None:
         raise ValueError("train_set has no label")
     if p.max_bin != train_set.max_bin and "max_bin" in getattr(p, "_given", {}):
@@ -136,11 +134,32 @@ def train(params, train_set, num_boost_round=None, valid_sets=None, valid_names=
     return booster
 
 
+def _with_categorical(ds, spec):
+    """``ds``, or ``ds`` binned again when the parameter ``categorical_features`` names
+    columns its Dataset was not built with as categorical."""
+    want = resolve_features(spec, ds.feature_names, ds.n_features, ())
+    if set(want) <= set(ds.categorical_features):
+        return ds
+    if ds.reference is not None or getattr(ds, "data", None) is None:
+        raise ValueError(
+            f"categorical_features={list(spec)!r} differs from the train Dataset's "
+            f"categorical features {list(ds.categorical_features)}, and the Dataset cannot "
+            "be binned again (no raw data, or built with a reference); pass "
+            "categorical_features to Dataset(...) instead")
+    cats = sorted(set(want) | set(ds.categorical_features))
+    return Dataset(ds.data, label=ds.label, weight=ds.weight, init_score=ds.init_score,
+                   feature_names=ds.feature_names, max_bin=ds.max_bin,
+                   random_state=ds.random_state, categorical_features=cats)
+
+
 def _new_booster(p, objective, train_set, y, w, k_out, init_model):
     if init_model is not None:
         booster = init_model.__deepcopy__({})
         if booster.n_outputs != k_out or booster.n_features != train_set.n_features:
             raise ValueError("init_model does not match the training data (outputs or features)")
+        if booster.categories != train_set.categories:
+            raise ValueError("init_model's categorical features or category codes differ from "
+                             "the train Dataset's; continued training needs the same ones")
         booster.best_iteration = None
         return booster
     booster = Booster()
@@ -153,6 +172,7 @@ def _new_booster(p, objective, train_set, y, w, k_out, init_model):
     if callable(booster.params.get("objective")):
         booster.params["objective"] = "custom"
     booster.grow_policy = p.grow_policy
+    booster.categories = train_set.categories
     booster.n_threads = p.n_threads
     if train_set.init_score is not None:
         booster.base_score = np.zeros(k_out)
@@ -222,14 +242,10 @@ def _grow_round(p, booster, objective, grower, backend, train_set, y, w, raw, ev
         with stage("score_update"):
             backend.add_leaf_values(raw[k], idx, l0, l1, tree.value[leaves])
             if oob is not None:
-                backend.predict_binned_add(train_set.X_cols, oob, tree.feature, tree.bin_threshold,
-                                           tree.default_left, bm.missing_bin, tree.left, tree.right,
-                                           tree.value, raw[k])
+                backend.predict_binned_add(train_set.X_cols, oob, tree, bm.missing_bin, raw[k])
         with stage("eval_predict"):
             for ev in evals:
-                backend.predict_binned_add(ev.X_cols, ev.rows, tree.feature, tree.bin_threshold,
-                                           tree.default_left, bm.missing_bin, tree.left, tree.right,
-                                           tree.value, ev.raw[k])
+                backend.predict_binned_add(ev.X_cols, ev.rows, tree, bm.missing_bin, ev.raw[k])
         booster._append(tree, k)
 
 

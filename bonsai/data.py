@@ -12,38 +12,61 @@ def _is_pandas_df(data):
 
 
 def _from_pandas(df):
+    """(X, names, categories): ``category`` columns hold their pandas codes (NaN for
+    missing) and ``categories[j]`` lists column j's categories."""
     import pandas as pd
     names = [str(c) for c in df.columns]
     cols = []
-    for name, col in zip(names, df.columns):
+    cats = {}
+    for j, (name, col) in enumerate(zip(names, df.columns)):
         s = df[col]
         dt = s.dtype
-        if isinstance(dt, pd.CategoricalDtype) or not (
-                pd.api.types.is_numeric_dtype(dt) or pd.api.types.is_bool_dtype(dt)):
+        if isinstance(dt, pd.CategoricalDtype):
+            cats[j] = list(dt.categories)
+        elif not (pd.api.types.is_numeric_dtype(dt) or pd.api.types.is_bool_dtype(dt)):
             raise TypeError(
                 f"X: column {name!r} has non-numeric dtype {dt}; bonsai needs numeric "
-                "columns (int, float or bool; missing values as NaN)")
+                "columns (int, float or bool; missing values as NaN) or 'category' columns "
+                "(df[col].astype('category'))")
         cols.append(s)
+    if cats:
+        out = np.empty(df.shape, np.float64)
+        for j, s in enumerate(cols):
+            if j in cats:
+                codes = s.cat.codes.to_numpy().astype(np.float64)
+                codes[codes < 0] = np.nan
+                out[:, j] = codes
+            else:
+                out[:, j] = s.to_numpy(dtype=np.float64, na_value=np.nan)
+        return out, names, cats
     dtypes = {np.dtype(s.dtype) if isinstance(s.dtype, np.dtype) else None for s in cols}
     if dtypes == {np.dtype(np.float32)}:
         out = df.to_numpy(dtype=np.float32, na_value=np.nan)
     else:
         out = df.to_numpy(dtype=np.float64, na_value=np.nan)
-    return out, names
+    return out, names, cats
 
 
-def to_matrix(data, name="X"):
-    """Return (X, feature_names).
+def to_matrix(data, name="X", with_categories=False):
+    """Return (X, feature_names), or (X, feature_names, categories) with
+    ``with_categories``.
 
     X is float32 when the input is float32, float64 otherwise (never a float64 copy
     of float32 data); any memory order is kept.  feature_names is None for plain
-    arrays.
+    arrays.  A DataFrame's ``category`` columns hold their pandas codes (NaN for
+    missing) and ``categories[j]`` their categories (``bonsai.categorical`` maps
+    them to the model's codes); without ``with_categories`` they are a TypeError.
     """
     names = None
+    cats = {}
     if hasattr(data, "to_pandas") and not _is_pandas_df(data):  # pyarrow / polars
         data = data.to_pandas()
     if _is_pandas_df(data):
-        X, names = _from_pandas(data)
+        X, names, cats = _from_pandas(data)
+        if cats and not with_categories:
+            j = next(iter(cats))
+            raise TypeError(f"X: column {names[j]!r} is categorical, but the model has no "
+                            "categorical features")
     elif hasattr(data, "tocsr") and hasattr(data, "toarray"):  # scipy.sparse
         X = data.toarray()
     else:
@@ -63,7 +86,7 @@ def to_matrix(data, name="X"):
         raise ValueError(f"{name} is empty: shape {X.shape}")
     if X.dtype != np.float32 and X.dtype != np.float64:
         X = X.astype(np.float64)
-    return X, names
+    return (X, names, cats) if with_categories else (X, names)
 
 
 def check_vector(v, n, name, allow_negative=True, dtype=np.float64, keep_float32=False):

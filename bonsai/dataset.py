@@ -11,6 +11,7 @@ import numpy as np
 from ._profile import stage
 from ._threads import resolve_n_threads, thread_context
 from .binning import BinMapper, sparse_rows
+from .categorical import CategoryMap, resolve_features
 from .data import check_vector, is_integer, to_matrix
 
 
@@ -28,13 +29,16 @@ class Dataset:
     max_bin : int in [2, 65535] -- non-missing bins per feature
     reference : Dataset, optional -- reuse its bin edges (for validation data)
     random_state : int -- seed of the row sample the bin edges are computed from
+    categorical_features : list of int or str, optional -- columns (indices or
+        names) whose values are categories; pandas ``category`` columns always are
+        (see ``bonsai.categorical``).  With ``reference``, the reference's are used.
     """
 
     def __init__(self, data, label=None, weight=None, init_score=None, feature_names=None,
-                 max_bin=255, reference=None, random_state=0):
+                 max_bin=255, reference=None, random_state=0, categorical_features=None):
         if not is_integer(max_bin) or not 2 <= max_bin <= 65535:
             raise ValueError(f"max_bin must be an integer in [2, 65535], got {max_bin!r}")
-        X, names = to_matrix(data)
+        X, names, pd_cats = to_matrix(data, with_categories=True)
         n, n_features = X.shape
         self._shape = (n, n_features)
         if feature_names is not None:
@@ -64,12 +68,32 @@ class Dataset:
             self.bin_mapper = reference.bin_mapper
             names = names if names is not None else reference.feature_names
         self.feature_names = names
+        raw = data
+        if reference is not None:
+            self.categories = reference.categories
+        else:
+            if categorical_features is not None and (
+                    isinstance(categorical_features, (str, bytes))
+                    or not hasattr(categorical_features, "__iter__")):
+                raise TypeError("categorical_features must be a list of feature indices or "
+                                f"names, got {categorical_features!r}")
+            feats = resolve_features(categorical_features, names, n_features, pd_cats)
+            self.categories = (CategoryMap.fit(X, feats, pd_cats, max_bin) if feats else None)
+        if self.categories is None and pd_cats:
+            raise ValueError(f"X: column {names[next(iter(pd_cats))]!r} is categorical but "
+                             "the reference Dataset has no categorical features")
+        if self.categories is not None:
+            X = self.categories.apply(X, pd_cats)
         # parallel kernels run inside thread_context: it serializes Python threads,
         # which numba's workqueue layer requires
         with thread_context(resolve_n_threads(None)):
             if reference is None:
                 with stage("bin_edges"):
                     self.bin_mapper = BinMapper.fit(X, max_bin, self.weight, random_state=random_state)
+                    cm = self.categories
+                    if cm is not None:
+                        self.bin_mapper = self.bin_mapper.with_categorical(
+                            cm.features, [cm.n_codes(i) for i in range(len(cm.features))])
             with stage("bin_map"):
                 self.X_cols = self.bin_mapper.transform_columns(X)
             # the layout histograms are filled from: sparse rows when most cells sit in
@@ -79,7 +103,10 @@ class Dataset:
                     self.X_cols, self.bin_mapper.feat_off)
                 self.X_hist = self.bin_mapper.to_blocked(self.X_cols) if sparse is None else sparse
         self.reference = reference
-        self.data = X  # kept (no copy of numpy input) for continued training and re-binning
+        self.random_state = random_state
+        # kept (no copy of numpy input) for continued training and re-binning; with
+        # categorical features the user's own data, which predict codes again
+        self.data = X if self.categories is None else raw
 
     @property
     def X_binned(self):
@@ -98,6 +125,11 @@ class Dataset:
     @property
     def n_features(self):
         return self._shape[1]
+
+    @property
+    def categorical_features(self):
+        """Indices of the categorical columns (a tuple, empty if none)."""
+        return () if self.categories is None else self.categories.features
 
     @property
     def max_bin(self):

@@ -23,7 +23,7 @@ from ._profile import stage
 from .backends.cpu.split import NEG_INF, leaf_weights
 from .nodes import (BIN, DEFAULT_LEFT, DEPTH, FEATURE, LEFT, RIGHT, SLOT, START, STOP,
                     NodeTable)
-from .tree import Tree
+from .tree import Tree, cat_bitsets
 
 
 class Grower:
@@ -54,7 +54,12 @@ class Grower:
         self.colsample = (p.colsample_bytree, p.colsample_bylevel, p.colsample_bynode)
         self._all_features = np.ones((2, self.n_value_bins.shape[0]), np.uint8)
         self._no_features = np.zeros((2, self.n_value_bins.shape[0]), np.uint8)
-        self.nodes = NodeTable(2 * p.max_leaves + 1 if p.max_leaves > 0 else 64)
+        self.is_cat = bin_mapper.is_cat
+        self.has_cat = bool(self.is_cat.any())
+        self.cat_cfg = np.array([p.max_cat_to_onehot, p.max_cat_threshold, p.cat_smooth,
+                                 p.cat_l2, p.min_data_per_group], np.float64)
+        self.nodes = NodeTable(2 * p.max_leaves + 1 if p.max_leaves > 0 else 64,
+                               bin_mapper.cat_words)
 
     @staticmethod
     def _pool_capacity(p, n_threads):
@@ -201,20 +206,37 @@ class Grower:
         with stage("splits"):
             cand = self.backend.find_level_split(self.pool, slots, rows, self.feat_off,
                                                  self.n_value_bins, mask, scales, self.cfg,
-                                                 self.min_child_samples)
+                                                 self.min_child_samples, self.is_cat)
+            if self.has_cat:
+                cat_gain, cat_bits = self.backend.find_level_split_categorical(
+                    self.pool, slots, rows, self.feat_off, self.n_value_bins, mask,
+                    self.is_cat, scales, self.cfg, self.min_child_samples, self.cat_cfg,
+                    nodes.bits.shape[1])
         flat = int(np.argmax(cand))  # first max: lowest feature, bin, missing-right first
         best = cand.flat[flat]
+        cat_f = -1
+        if self.has_cat:
+            cf = int(np.argmax(cat_gain))   # first max: lowest feature
+            if cat_gain[cf] > best:         # a numeric split wins ties
+                cat_f, best = cf, cat_gain[cf]
         if not (best > max(self.cfg[4], 0.0)):
             return []
-        cell, dl = divmod(flat, 2)
-        f = int(np.searchsorted(self.feat_off, cell, side="right") - 1)
-        off = int(self.feat_off[f])
-        bb = cell - off
         sums = nodes.sums[fr]        # written when the split step evaluated these nodes
         cnt_factor = np.where(sums[:, 1] > 0, rows / np.maximum(sums[:, 1], 1), 0.0)
-        lsums = self.backend.range_sums(self.pool, slots, off, off + bb + 1,
-                                        off + int(self.n_value_bins[f]) if dl else -1, scales,
-                                        cnt_factor)
+        if cat_f >= 0:
+            f, bb, dl = cat_f, -1, 0
+            lsums = self.backend.bits_sums(self.pool, slots, int(self.feat_off[f]),
+                                           int(self.n_value_bins[f]), cat_bits[f], scales,
+                                           cnt_factor)
+            nodes.bits[fr] = cat_bits[f]
+        else:
+            cell, dl = divmod(flat, 2)
+            f = int(np.searchsorted(self.feat_off, cell, side="right") - 1)
+            off = int(self.feat_off[f])
+            bb = cell - off
+            lsums = self.backend.range_sums(self.pool, slots, off, off + bb + 1,
+                                            off + int(self.n_value_bins[f]) if dl else -1,
+                                            scales, cnt_factor)
         nodes.ints[fr, FEATURE] = f
         nodes.ints[fr, BIN] = bb
         nodes.ints[fr, DEFAULT_LEFT] = dl
@@ -230,7 +252,7 @@ class Grower:
             self.pool, self.nodes, np.empty(0, np.int64), self.X_cols, self.X, self.feat_off,
             self.n_value_bins, self.missing_bin, gh, idx, self.tmp, np.empty(0, np.int64),
             False, 0, masks, scales, self.cfg, self.min_child_samples, self.n_threads,
-            identity=idx.shape[0] == self.n_rows)
+            identity=idx.shape[0] == self.n_rows, is_cat=self.is_cat, cat_cfg=self.cat_cfg)
 
     def _no_masks(self, m):
         """(m, F) zero masks: oblivious nodes get only their sums from the split step
@@ -285,7 +307,8 @@ class Grower:
             self.pool, self.nodes, np.array(batch, np.int64), self.X_cols, self.X,
             self.feat_off, self.n_value_bins, self.missing_bin, gh, idx, self.tmp, new_slot,
             child_ok, 0 if self.policy == "oblivious" else 2 * self.min_child_samples, masks,
-            scales, self.cfg, self.min_child_samples, self.n_threads)
+            scales, self.cfg, self.min_child_samples, self.n_threads, is_cat=self.is_cat,
+            cat_cfg=self.cat_cfg)
         self.nodes.n += 2 * m
         for s in free:
             self.pool.release(s)
@@ -325,8 +348,16 @@ class Grower:
         default_left = np.where(internal, t[:, DEFAULT_LEFT], 0).astype(np.uint8)
         gain = np.where(internal, nodes.gain[:n], 0.0)
         threshold = np.zeros(n)
-        threshold[internal] = self.bm.split_thresholds(feature[internal], bin_thr[internal])
+        cat_ptr = cat_words = None
+        is_cat_node = internal & (bin_thr < 0)
+        num = internal & ~is_cat_node
+        threshold[num] = self.bm.split_thresholds(feature[num], bin_thr[num])
+        if is_cat_node.any():
+            threshold[is_cat_node] = np.nan
+            cat_ptr, cat_words = cat_bitsets(nodes.bits[:n], is_cat_node,
+                                             self.n_value_bins[np.maximum(feature, 0)])
         tree = Tree(feature, threshold, bin_thr, default_left, left, right, value, gain,
-                    cover, count, oblivious=self.policy == "oblivious")
+                    cover, count, oblivious=self.policy == "oblivious", cat_ptr=cat_ptr,
+                    cat_words=cat_words)
         leaves = np.flatnonzero(left < 0)
         return tree, leaves, t[leaves, START].copy(), t[leaves, STOP].copy()

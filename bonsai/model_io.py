@@ -1,6 +1,7 @@
 """Model files: the versioned JSON schema, and its strict reader.
 
-Layout (schema_version 1)::
+Layout (schema_version 2; a model without categorical features is written as
+schema 1, which older bonsai versions read)::
 
     {"format": "bonsai-model", "schema_version": 1, "bonsai_version": "...",
      "objective": {"name": "binary", "params": {...}},
@@ -8,7 +9,11 @@ Layout (schema_version 1)::
      "base_score": [K floats], "params": {...}, "grow_policy": "depthwise",
      "best_iteration": int | null, "best_score": float | null,
      "tree_class": [class of each tree], "trees": [Tree.to_dict(), ...],
-     "extra": {...}}
+     "extra": {...},
+     "categorical": {"features": [j, ...], "categories": [[value, ...], ...]}}  (schema 2)
+
+A tree's categorical splits are its "cat_left" field: per node, the category codes
+sent left (``[]`` for the other nodes; see ``bonsai.tree``).
 
 A malformed, truncated or future-version file raises ValueError; nothing is
 predicted from a model that did not pass the checks.
@@ -19,7 +24,8 @@ import math
 from .tree import Tree
 
 FORMAT = "bonsai-model"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+SCHEMA_VERSION_NUMERIC = 1
 _REQUIRED = ("objective", "n_outputs", "n_features", "base_score", "tree_class", "trees")
 
 
@@ -89,5 +95,9 @@ def loads(text):
             raise ValueError(f"invalid model: tree {i}: {e}") from None
         if tree.max_feature() >= n_features:
             raise ValueError(f"invalid model: tree {i} uses a feature index >= n_features")
+        cat_feats = set((doc.get("categorical") or {}).get("features") or [])
+        if any(int(f) not in cat_feats for f in tree.feature[tree.is_categorical()]):
+            raise ValueError(f"invalid model: tree {i} has a categorical split on a "
+                             "feature that is not categorical")
         trees.append(tree)
     return doc, trees

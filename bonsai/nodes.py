@@ -8,7 +8,8 @@ children always get larger ids than their parent.
 ``ints (capacity, N_COLS) int64`` holds the integer fields (column constants below),
 ``gain (capacity,) float64`` the best split's gain (-inf: no valid split),
 ``sums`` and ``left_sums (capacity, 3) int64`` the node's and its best split's left
-(grad, hess, count) sums in the histogram's fixed point.
+(grad, hess, count) sums in the histogram's fixed point, and ``bits (capacity, W)
+uint64`` a categorical split's left categories (its ``BIN`` is -1; bit b: bin b).
 """
 import numpy as np
 
@@ -21,12 +22,13 @@ _BLANK = np.array([0, 0, 0, -1, -1, -1, -1, -1, -1, 0], np.int64)
 class NodeTable:
     """Rows ``0..n-1`` are the nodes grown so far (``reset`` starts a new tree)."""
 
-    def __init__(self, capacity=64):
+    def __init__(self, capacity=64, cat_words=1):
         self.n = 0
         self.ints = np.empty((0, N_COLS), np.int64)
         self.gain = np.empty(0)
         self.sums = np.empty((0, 3), np.int64)
         self.left_sums = np.empty((0, 3), np.int64)
+        self.bits = np.empty((0, cat_words), np.uint64)
         self.reserve(capacity)
 
     def reset(self):
@@ -43,7 +45,8 @@ class NodeTable:
         new = max(2 * cap, self.n + k, 8)
         for name, shape, dtype in (("ints", (new, N_COLS), np.int64), ("gain", (new,), float),
                                    ("sums", (new, 3), np.int64),
-                                   ("left_sums", (new, 3), np.int64)):
+                                   ("left_sums", (new, 3), np.int64),
+                                   ("bits", (new, self.bits.shape[1]), np.uint64)):
             a = np.zeros(shape, dtype)
             a[:self.n] = getattr(self, name)[:self.n]
             setattr(self, name, a)
@@ -60,5 +63,6 @@ class NodeTable:
         self.gain[i] = -np.inf
         self.sums[i] = 0
         self.left_sums[i] = 0
+        self.bits[i] = 0
         self.n += 1
         return i

@@ -90,6 +90,9 @@ class BonsaiRegressor(RegressorMixin, _BonsaiModel):
                  huber_delta=_D["huber_delta"],
                  tweedie_variance_power=_D["tweedie_variance_power"],
                  categorical_features=_D["categorical_features"],
+                 max_cat_to_onehot=_D["max_cat_to_onehot"],
+                 max_cat_threshold=_D["max_cat_threshold"], cat_smooth=_D["cat_smooth"],
+                 cat_l2=_D["cat_l2"], min_data_per_group=_D["min_data_per_group"],
                  quantized_grad=_D["quantized_grad"], grad_quant_bins=_D["grad_quant_bins"],
                  device=_D["device"],
                  verbosity=_D["verbosity"], importance_type="gain"):
@@ -119,6 +122,11 @@ class BonsaiRegressor(RegressorMixin, _BonsaiModel):
         self.huber_delta = huber_delta
         self.tweedie_variance_power = tweedie_variance_power
         self.categorical_features = categorical_features
+        self.max_cat_to_onehot = max_cat_to_onehot
+        self.max_cat_threshold = max_cat_threshold
+        self.cat_smooth = cat_smooth
+        self.cat_l2 = cat_l2
+        self.min_data_per_group = min_data_per_group
         self.quantized_grad = quantized_grad
         self.grad_quant_bins = grad_quant_bins
         self.device = device
@@ -194,6 +202,9 @@ class BonsaiClassifier(ClassifierMixin, _BonsaiModel):
                  huber_delta=_D["huber_delta"],
                  tweedie_variance_power=_D["tweedie_variance_power"],
                  categorical_features=_D["categorical_features"],
+                 max_cat_to_onehot=_D["max_cat_to_onehot"],
+                 max_cat_threshold=_D["max_cat_threshold"], cat_smooth=_D["cat_smooth"],
+                 cat_l2=_D["cat_l2"], min_data_per_group=_D["min_data_per_group"],
                  quantized_grad=_D["quantized_grad"], grad_quant_bins=_D["grad_quant_bins"],
                  device=_D["device"],
                  verbosity=_D["verbosity"], importance_type="gain"):
@@ -223,6 +234,11 @@ class BonsaiClassifier(ClassifierMixin, _BonsaiModel):
         self.huber_delta = huber_delta
         self.tweedie_variance_power = tweedie_variance_power
         self.categorical_features = categorical_features
+        self.max_cat_to_onehot = max_cat_to_onehot
+        self.max_cat_threshold = max_cat_threshold
+        self.cat_smooth = cat_smooth
+        self.cat_l2 = cat_l2
+        self.min_data_per_group = min_data_per_group
         self.quantized_grad = quantized_grad
         self.grad_quant_bins = grad_quant_bins
         self.device = device

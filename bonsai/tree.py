@@ -5,6 +5,12 @@ A node ``i`` is a leaf when ``left[i] == -1``.  An internal node sends a row lef
 ``x[feature] <= threshold`` (``bin <= bin_threshold`` on binned data) and a missing
 value left when ``default_left``.  ``value`` holds the (shrunk) leaf output for leaves
 and the node's own output for internal nodes (for explanations later).
+
+A categorical split (threshold NaN, bin_threshold -1, default_left 0) sends a row
+left when its category code ``c`` (``bonsai.categorical``; on binned data the bin) is
+in the node's bitset: bit ``c % 64`` of word ``cat_words[cat_ptr[i] + c // 64]``,
+words ``cat_ptr[i]:cat_ptr[i+1]``.  Missing values, unseen and rare categories (NaN
+codes) go right.  ``cat_ptr``/``cat_words`` are None in a tree without such splits.
 """
 from typing import NamedTuple
 
@@ -29,6 +35,8 @@ class Tree(NamedTuple):
     cover: np.ndarray
     count: np.ndarray
     oblivious: bool = False
+    cat_ptr: np.ndarray = None     # (n + 1,) int64, or None
+    cat_words: np.ndarray = None   # (W,) uint64, or None
 
     @property
     def n_nodes(self):
@@ -38,9 +46,30 @@ class Tree(NamedTuple):
     def n_leaves(self):
         return int(np.count_nonzero(self.left < 0))
 
+    def cat_left(self, i):
+        """The category codes a categorical node ``i`` sends left (sorted list)."""
+        words = self.cat_words[self.cat_ptr[i]:self.cat_ptr[i + 1]]
+        return [64 * w + b for w in range(words.shape[0]) for b in range(64)
+                if (int(words[w]) >> b) & 1]
+
+    def is_categorical(self):
+        """(n,) bool: the categorical splits."""
+        if self.cat_ptr is None:
+            return np.zeros(self.n_nodes, bool)
+        return np.diff(self.cat_ptr) > 0
+
+    def arrays_cat(self):
+        """(cat_ptr, cat_words) with empty bitsets for a tree without categorical splits."""
+        if self.cat_ptr is None:
+            return np.zeros(self.n_nodes + 1, np.int64), np.zeros(1, np.uint64)
+        return self.cat_ptr, self.cat_words
+
     def to_dict(self):
         d = {name: getattr(self, name).tolist() for name, _ in FIELDS}
         d["oblivious"] = bool(self.oblivious)
+        if self.cat_ptr is not None:
+            cat = self.is_categorical()
+            d["cat_left"] = [self.cat_left(i) if cat[i] else [] for i in range(self.n_nodes)]
         return d
 
     @classmethod
@@ -53,7 +82,25 @@ class Tree(NamedTuple):
                 raise ValueError(f"tree field {name!r} has a bad shape {a.shape}")
             n = a.shape[0]
             arrays[name] = a
-        tree = cls(**arrays, oblivious=bool(d.get("oblivious", False)))
+        cat_ptr = cat_words = None
+        if d.get("cat_left") is not None:
+            cl = d["cat_left"]
+            if not isinstance(cl, list) or len(cl) != n:
+                raise ValueError("tree field 'cat_left' has a bad shape")
+            sets = []
+            for codes in cl:
+                codes = [int(c) for c in codes]
+                if any(c < 0 or c >= 1 << 20 for c in codes):
+                    raise ValueError("tree field 'cat_left' has a category code out of range")
+                sets.append(codes)
+            nw = [(max(c) // 64 + 1) if c else 0 for c in sets]
+            cat_ptr = np.concatenate([[0], np.cumsum(nw)]).astype(np.int64)
+            cat_words = np.zeros(max(int(cat_ptr[-1]), 1), np.uint64)
+            for i, codes in enumerate(sets):
+                for c in codes:
+                    cat_words[cat_ptr[i] + c // 64] |= np.uint64(1) << np.uint64(c % 64)
+        tree = cls(**arrays, oblivious=bool(d.get("oblivious", False)), cat_ptr=cat_ptr,
+                   cat_words=cat_words)
         tree.check()
         return tree
 
@@ -79,6 +126,8 @@ class Tree(NamedTuple):
             raise ValueError("tree has unreachable nodes")
         if np.any(self.feature[internal] < 0):
             raise ValueError("tree has a negative feature index")
+        if np.any(self.is_categorical() & ~internal):
+            raise ValueError("tree has a categorical split on a leaf")
         if self.oblivious and not self._is_symmetric():
             raise ValueError("tree is marked oblivious but its levels do not share one split")
         if np.any(~np.isfinite(self.value)):
@@ -93,7 +142,9 @@ class Tree(NamedTuple):
                 return True
             if len(internal) != len(level):
                 return False
-            keys = {(int(self.feature[i]), float(self.threshold[i]), int(self.default_left[i]))
+            cat = self.is_categorical()
+            keys = {(int(self.feature[i]), repr(float(self.threshold[i])),
+                     int(self.default_left[i]), tuple(self.cat_left(i)) if cat[i] else ())
                     for i in level}
             if len(keys) != 1:
                 return False
@@ -104,9 +155,22 @@ class Tree(NamedTuple):
         return int(self.feature[internal].max()) if internal.any() else -1
 
 
+def cat_bitsets(bits, is_cat_node, n_value_bins):
+    """(cat_ptr, cat_words) of a tree from the node table's bitsets ``bits (n, W)``:
+    a categorical node keeps the ``ceil(n_value_bins / 64)`` words its feature needs."""
+    nw = np.where(is_cat_node, (np.asarray(n_value_bins) + 63) // 64, 0).astype(np.int64)
+    ptr = np.concatenate([[0], np.cumsum(nw)]).astype(np.int64)
+    words = np.zeros(max(int(ptr[-1]), 1), np.uint64)
+    for i in np.flatnonzero(is_cat_node):
+        words[ptr[i]:ptr[i + 1]] = bits[i, :nw[i]]
+    return ptr, words
+
+
 class Ensemble(NamedTuple):
     """Concatenated node arrays of many trees (see module docstring), plus the packed
-    node records the batch predictor walks (``records``, see ``node_records``)."""
+    node records the batch predictor walks (``records``, see ``node_records``).
+    ``cat_ptr (N + 1,)`` / ``cat_words`` are the categorical bitsets of every node
+    (empty for numeric ones); ``has_cat`` says whether any exists."""
     feature: np.ndarray
     threshold: np.ndarray
     default_left: np.ndarray
@@ -119,6 +183,9 @@ class Ensemble(NamedTuple):
     tree_depth: np.ndarray
     chunk_ptr: np.ndarray
     heaps: object = None    # backends.cpu.predict_binned.HeapLayout, or None
+    cat_ptr: np.ndarray = None
+    cat_words: np.ndarray = None
+    has_cat: bool = False
 
 
 #: bytes of node records per tree chunk of the batch predictor (L2-resident)
@@ -184,7 +251,18 @@ def concat(trees, tree_class):
         z = np.zeros(0)
         return Ensemble(z.astype(np.int32), z, z.astype(np.uint8), z.astype(np.int32),
                         z.astype(np.int32), z, np.zeros(1, np.int64), z.astype(np.int32),
-                        np.zeros((0, 2)), np.zeros(0, np.int64), np.zeros(1, np.int64))
+                        np.zeros((0, 2)), np.zeros(0, np.int64), np.zeros(1, np.int64),
+                        None, np.zeros(1, np.int64), np.zeros(1, np.uint64), False)
+    has_cat = any(t.cat_ptr is not None for t in trees)
+    ptrs, words, base = [np.zeros(1, np.int64)], [], 0
+    for t in trees:
+        p, w = t.arrays_cat()
+        ptrs.append(p[1:] + base)
+        used = int(p[-1])
+        words.append(w[:used])
+        base += used
+    cat_ptr = np.concatenate(ptrs)
+    cat_words = np.concatenate(words + [np.zeros(1, np.uint64)])
     sizes = [t.n_nodes for t in trees]
     recs = [node_records(t) for t in trees]
     arrays = (
@@ -200,7 +278,9 @@ def concat(trees, tree_class):
     depth = np.array([d for _, d in recs], np.int64)
     from .backends.cpu.predict_binned import heap_layout
     return Ensemble(*arrays, cls, np.ascontiguousarray(np.concatenate([r for r, _ in recs])),
-                    depth, _tree_chunks(sizes), heap_layout(*arrays, depth, cls))
+                    depth, _tree_chunks(sizes),
+                    None if has_cat else heap_layout(*arrays, depth, cls), cat_ptr, cat_words,
+                    has_cat)
 
 
 class ObliviousEnsemble(NamedTuple):
@@ -212,6 +292,8 @@ class ObliviousEnsemble(NamedTuple):
     leaf_value: np.ndarray
     leaf_offset: np.ndarray
     tree_class: np.ndarray
+    level_cat_ptr: np.ndarray = None     # (L + 1,) int64: level's bitset words
+    level_cat_words: np.ndarray = None
 
 
 def float32_floor(x):
@@ -225,13 +307,17 @@ def float32_floor(x):
 
 
 def _oblivious_levels(tree):
-    """(features, thresholds, default_left, leaf values in bit order) of a symmetric tree."""
-    feats, thrs, dls = [], [], []
+    """(features, thresholds, default_left, leaf values in bit order, bitsets) of a
+    symmetric tree (a level's bitset: its uint64 words, empty for a numeric split)."""
+    feats, thrs, dls, bits = [], [], [], []
+    cat = tree.is_categorical()
     node = 0
     while tree.left[node] >= 0:
         feats.append(tree.feature[node])
         thrs.append(tree.threshold[node])
         dls.append(tree.default_left[node])
+        bits.append(tree.cat_words[tree.cat_ptr[node]:tree.cat_ptr[node + 1]] if cat[node]
+                    else np.zeros(0, np.uint64))
         node = tree.left[node]
     depth = len(feats)
     leaves = np.empty(2 ** depth)
@@ -241,7 +327,7 @@ def _oblivious_levels(tree):
             bit = (code >> (depth - 1 - lv)) & 1
             node = tree.right[node] if bit else tree.left[node]
         leaves[code] = tree.value[node]
-    return feats, thrs, dls, leaves
+    return feats, thrs, dls, leaves, bits
 
 
 def concat_oblivious(trees, tree_class):
@@ -256,4 +342,6 @@ def concat_oblivious(trees, tree_class):
         np.concatenate([p[3] for p in parts]) if parts else np.zeros(0),
         np.concatenate([[0], np.cumsum([2 ** d for d in depths])]).astype(np.int64),
         np.asarray(tree_class, dtype=np.int32),
+        np.concatenate([[0], np.cumsum([b.size for p in parts for b in p[4]])]).astype(np.int64),
+        np.concatenate([b for p in parts for b in p[4]] + [np.zeros(1, np.uint64)]),
     )

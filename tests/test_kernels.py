@@ -335,7 +335,7 @@ def _find(H_list, feat_off, nv, masks, scales, cfg, mcs):
 
 
 def _check_against_naive(H_list, feat_off, nv, masks, scales, cfg, mcs):
-    gain, feat, bin_, dl, lsum, sums = _find(H_list, feat_off, nv, masks, scales, cfg, mcs)
+    gain, feat, bin_, dl, lsum, sums, _ = _find(H_list, feat_off, nv, masks, scales, cfg, mcs)
     for j, H in enumerate(H_list):
         ref = naive_best_split(H, feat_off, nv, masks[j], scales, cfg, mcs)
         np.testing.assert_array_equal(sums[j], ref["sums"])
@@ -571,9 +571,7 @@ def test_predict_binned_matches_raw_prediction():
     for tree in b.trees:
         out = np.zeros(X.shape[0])
         with thread_context(1):
-            cpu.predict_binned_add(ds.X_cols, rows, tree.feature, tree.bin_threshold,
-                                   tree.default_left, bm.missing_bin, tree.left, tree.right,
-                                   tree.value, out)
+            cpu.predict_binned_add(ds.X_cols, rows, tree, bm.missing_bin, out)
         ref = np.array([tree.value[naive_tree_leaf(tree, x)] for x in X])
         np.testing.assert_array_equal(out, ref)
 

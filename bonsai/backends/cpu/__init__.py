@@ -17,6 +17,7 @@ from . import partition as _part
 from . import predict as _pred
 from . import predict_binned as _heaps
 from . import split as _split
+from . import split_cat as _split_cat
 from . import step as _step
 
 NAME = "cpu"
@@ -177,12 +178,27 @@ def range_sums(pool, slots, lo, hi, extra, scales, cnt_factor):
     return out
 
 
+#: categorical split settings when none are given (LightGBM's defaults):
+#: max_cat_to_onehot, max_cat_threshold, cat_smooth, cat_l2, min_data_per_group
+DEFAULT_CAT_CFG = np.array([4.0, 32.0, 10.0, 10.0, 100.0])
+
+
+def _cat_args(n_features, is_cat, cat_cfg, cat_words=1):
+    if is_cat is None:
+        is_cat = np.zeros(n_features, np.uint8)
+    return is_cat, DEFAULT_CAT_CFG if cat_cfg is None else cat_cfg, cat_words
+
+
 def find_best_splits(pool, slots, node_rows, feat_off, n_value_bins, masks, scales, cfg,
-                     min_child_samples, sub_slots=None):
+                     min_child_samples, sub_slots=None, is_cat=None, cat_cfg=None, cat_words=1):
     """Best split of each slot's node; where ``sub_slots[i] >= 0`` the slot first has
     ``hist[sub_slots[i]]`` subtracted (a parent's histogram turned into its larger
-    child's, in the thread that scans it next, while it is in cache)."""
+    child's, in the thread that scans it next, while it is in cache).  Returns
+    (gain, feature, bin, default_left, left_sums, sums, bits): a categorical split
+    (``is_cat``) has bin -1 and its left categories in ``bits (m, cat_words)``."""
     m = slots.shape[0]
+    is_cat, cat_cfg, cat_words = _cat_args(n_value_bins.shape[0], is_cat, cat_cfg, cat_words)
+    bits = np.empty((m, cat_words), np.uint64)
     if sub_slots is None:
         sub_slots = np.full(m, -1, np.int64)
     gain = np.empty(m)
@@ -192,14 +208,14 @@ def find_best_splits(pool, slots, node_rows, feat_off, n_value_bins, masks, scal
     left_sums = np.empty((m, 3), np.int64)
     sums = np.empty((m, 3), np.int64)
     _pick(_split.find_best_splits, m >= MIN_PARALLEL_SPLIT_NODES)(
-        pool.hist, slots, sub_slots, node_rows, feat_off, n_value_bins, masks, scales, cfg,
-        min_child_samples, gain, feature, bin_, default_left, left_sums, sums)
-    return gain, feature, bin_, default_left, left_sums, sums
+        pool.hist, slots, sub_slots, node_rows, feat_off, n_value_bins, masks, is_cat, cat_cfg,
+        scales, cfg, min_child_samples, gain, feature, bin_, default_left, left_sums, sums, bits)
+    return gain, feature, bin_, default_left, left_sums, sums, bits
 
 
 def split_nodes(pool, nodes, batch, X_cols, X_hist, feat_off, n_value_bins, missing_bin, gh,
                 idx, tmp, new_slot, child_ok, min_split_rows, masks, scales, cfg,
-                min_child_samples, n_threads, identity=False):
+                min_child_samples, n_threads, identity=False, is_cat=None, cat_cfg=None):
     """The split step of the nodes ``batch`` of the node table ``nodes``
     (``bonsai.nodes.NodeTable``) in one compiled call (``step.split_nodes``):
     partition, smaller children's histograms into ``new_slot``, larger children by
@@ -214,13 +230,15 @@ def split_nodes(pool, nodes, batch, X_cols, X_hist, feat_off, n_value_bins, miss
     layout, X_dense, sp_ptr, sp_bins, sp_default = _layout(X_hist, feat_off, n_threads)
     scratch = pool.scratch(max(n_threads - 1, 1))
     t, t_gain, t_sums, t_lsum, first = nodes.ints, nodes.gain, nodes.sums, nodes.left_sums, nodes.n
+    t_bits = nodes.bits
+    is_cat, cat_cfg, _ = _cat_args(n_value_bins.shape[0], is_cat, cat_cfg)
     if not _profile.ENABLED:
         n_e, n_f = _step.split_nodes(
             layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, n_value_bins,
-            missing_bin, gh, idx, tmp, pool.hist, t, t_gain, t_sums, t_lsum, batch, first,
-            new_slot, scratch, child_ok, min_split_rows, masks, scales, cfg, min_child_samples,
-            n_threads, MIN_ROWS_PER_THREAD, MIN_PARTITION_ROWS_PER_THREAD,
-            MIN_PARALLEL_SPLIT_NODES, identity, expand, free)
+            missing_bin, gh, idx, tmp, pool.hist, t, t_gain, t_sums, t_lsum, t_bits, batch,
+            first, new_slot, scratch, child_ok, min_split_rows, masks, is_cat, cat_cfg, scales,
+            cfg, min_child_samples, n_threads, MIN_ROWS_PER_THREAD,
+            MIN_PARTITION_ROWS_PER_THREAD, MIN_PARALLEL_SPLIT_NODES, identity, expand, free)
         return expand[:n_e].tolist(), free[:n_f].tolist()
     # BONSAI_PROFILE: the same steps as separate calls, each timed as its stage
     if m == 0:
@@ -230,17 +248,18 @@ def split_nodes(pool, nodes, batch, X_cols, X_hist, feat_off, n_value_bins, miss
                         identity, t[root, START], t[root, STOP], t[root, SLOT], scratch,
                         n_threads, MIN_ROWS_PER_THREAD, MIN_PARALLEL_SPLIT_NODES, pool.hist)
         with _profile.stage("splits"):
-            gain, feat, bin_, dl, lsum, sums = find_best_splits(
+            gain, feat, bin_, dl, lsum, sums, bits = find_best_splits(
                 pool, t[root, SLOT], t[root, STOP] - t[root, START], feat_off, n_value_bins,
-                masks[:1], scales, cfg, min_child_samples)
+                masks[:1], scales, cfg, min_child_samples, None, is_cat, cat_cfg,
+                t_bits.shape[1])
         t_gain[0], t[0, FEATURE], t[0, BIN], t[0, DEFAULT_LEFT] = gain[0], feat[0], bin_[0], dl[0]
-        t_sums[0], t_lsum[0] = sums[0], lsum[0]
+        t_sums[0], t_lsum[0], t_bits[0] = sums[0], lsum[0], bits[0]
         return [], []
-    starts, stops, feature, bin_, dl, f_missing, parent_slot = _step.batch_columns(t, batch,
-                                                                                  missing_bin)
+    starts, stops, feature, bin_, dl, f_missing, parent_slot, p_bits = _step.batch_columns(
+        t, t_bits, batch, missing_bin)
     nleft = np.empty(m, np.int64)
     with _profile.stage("partition"):
-        _step.partition(X_cols, idx, tmp, starts, stops, feature, bin_, dl, f_missing,
+        _step.partition(X_cols, idx, tmp, starts, stops, feature, bin_, dl, f_missing, p_bits,
                         n_threads, MIN_PARTITION_ROWS_PER_THREAD, nleft)
     slot = np.empty(2 * m, np.int64)
     b_start, b_stop, b_slot, sub = _step.plan_children(starts, stops, nleft, parent_slot,
@@ -256,31 +275,60 @@ def split_nodes(pool, nodes, batch, X_cols, X_hist, feat_off, n_value_bins, miss
     c_dl = np.empty(2 * m, np.uint8)
     lsum = np.empty((2 * m, 3), np.int64)
     sums = np.empty((2 * m, 3), np.int64)
+    c_bits = np.empty((2 * m, t_bits.shape[1]), np.uint64)
     with _profile.stage("splits"):
         _step.scan_children(pool.hist, starts, stops, nleft, slot, sub, feat_off, n_value_bins,
-                            masks, scales, cfg, min_child_samples, MIN_PARALLEL_SPLIT_NODES,
-                            gain, c_feat, c_bin, c_dl, lsum, sums)
-    n_e, n_f = _step.write_children(t, t_gain, t_sums, t_lsum, batch, first, starts, stops,
-                                    nleft, parent_slot, new_slot, slot, gain, c_feat, c_bin,
-                                    c_dl, lsum, sums, expand, free)
+                            masks, is_cat, cat_cfg, scales, cfg, min_child_samples,
+                            MIN_PARALLEL_SPLIT_NODES, gain, c_feat, c_bin, c_dl, lsum, sums,
+                            c_bits)
+    n_e, n_f = _step.write_children(t, t_gain, t_sums, t_lsum, t_bits, batch, first, starts,
+                                    stops, nleft, parent_slot, new_slot, slot, gain, c_feat,
+                                    c_bin, c_dl, lsum, sums, c_bits, expand, free)
     return expand[:n_e].tolist(), free[:n_f].tolist()
 
 
 def find_level_split(pool, slots, node_rows, feat_off, n_value_bins, mask, scales, cfg,
-                     min_child_samples):
+                     min_child_samples, is_cat=None):
+    """Oblivious level: the summed gain of every numeric (bin, missing direction)
+    candidate over the level's nodes, (n_bins_total, 2)."""
+    is_cat, _, _ = _cat_args(n_value_bins.shape[0], is_cat, None)
     out = np.empty((int(feat_off[-1]), 2))
-    _split.find_level_split(pool.hist, slots, node_rows, feat_off, n_value_bins, mask, scales,
-                            cfg, min_child_samples, out)
+    _split.find_level_split(pool.hist, slots, node_rows, feat_off, n_value_bins, mask, is_cat,
+                            scales, cfg, min_child_samples, out)
+    return out
+
+
+def find_level_split_categorical(pool, slots, node_rows, feat_off, n_value_bins, mask, is_cat,
+                                 scales, cfg, min_child_samples, cat_cfg, cat_words):
+    """Oblivious level: each categorical feature's best shared category set and its
+    summed gain: (gain (F,), bits (F, cat_words))."""
+    gain = np.empty(n_value_bins.shape[0])
+    bits = np.empty((n_value_bins.shape[0], cat_words), np.uint64)
+    _split_cat.find_level_split_categorical(pool.hist, slots, node_rows, feat_off,
+                                            n_value_bins, mask, is_cat, scales, cfg,
+                                            min_child_samples, cat_cfg, gain, bits)
+    return gain, bits
+
+
+def bits_sums(pool, slots, off, nv, bits, scales, cnt_factor):
+    """(grad, hess, count) sums of the bins of one feature (``off``, ``nv`` value
+    bins) whose bit is set in ``bits``, per slot (m, 3)."""
+    out = np.empty((slots.shape[0], 3), np.int64)
+    _split_cat.bits_sums(pool.hist, slots, off, nv, bits, int(scales[2]), bool(scales[3]),
+                         cnt_factor, out)
     return out
 
 
 def partition_nodes(X_cols, idx, tmp, starts, stops, feature, bin_, default_left,
-                    missing_bin, n_threads):
+                    missing_bin, n_threads, bits=None):
     """Stable partition of each node range (reading the column-major bins
-    ``X_cols (F, n)``); returns the rows sent left per node."""
+    ``X_cols (F, n)``); returns the rows sent left per node.  A node with bin -1 is a
+    categorical split of its row of ``bits (m, W)``."""
     nleft = np.empty(starts.shape[0], np.int64)
+    if bits is None:
+        bits = np.zeros((starts.shape[0], 1), np.uint64)
     _step.partition(X_cols, idx, tmp, starts, stops, feature, bin_, default_left, missing_bin,
-                    n_threads, MIN_PARTITION_ROWS_PER_THREAD, nleft)
+                    bits, n_threads, MIN_PARTITION_ROWS_PER_THREAD, nleft)
     return nleft
 
 
@@ -315,9 +363,14 @@ def parallel_predict(n_rows):
 
 def predict_raw(X, ens, out):
     """Add the ensemble's outputs to ``out (n, K)``."""
-    if X.shape[0] <= 4:
+    if X.shape[0] <= 4 and not ens.has_cat:
         _pred.predict_records_walk(X, ens.records, ens.tree_offset, ens.tree_depth,
                                    ens.tree_class, out)
+        return
+    if ens.has_cat:
+        k = _pick(_pred.predict_nodes, parallel_predict(X.shape[0]))
+        k(X, ens.feature, ens.threshold, ens.default_left, ens.left, ens.right, ens.value,
+          ens.cat_ptr, ens.cat_words, ens.tree_offset, ens.tree_class, out)
         return
     h = ens.heaps
     if h is not None:
@@ -336,13 +389,20 @@ def predict_oblivious(X, obl, out):
     k = _pick(_pred.predict_oblivious, parallel_predict(X.shape[0]))
     thr = obl.level_threshold32 if X.dtype == np.float32 else obl.level_threshold
     k(X, obl.level_feature, thr, obl.level_default_left, obl.level_offset,
-      obl.leaf_value, obl.leaf_offset, obl.tree_class, out)
+      obl.leaf_value, obl.leaf_offset, obl.tree_class, obl.level_cat_ptr, obl.level_cat_words,
+      out)
 
 
 def predict_leaf(X, ens, out):
     """Leaf index of every row in every tree, ``out (n, T) int32``."""
     k = _pick(_pred.predict_leaf, parallel_predict(X.shape[0]))
-    k(X, ens.feature, ens.threshold, ens.default_left, ens.left, ens.right, ens.tree_offset, out)
+    k(X, ens.feature, ens.threshold, ens.default_left, ens.left, ens.right, ens.cat_ptr,
+      ens.cat_words, ens.tree_offset, out)
 
 
-predict_binned_add = _pred.predict_binned_add
+def predict_binned_add(X_cols, rows, tree, missing_bin, out):
+    """``out[rows[i]] += tree output`` of binned rows (validation sets, out-of-bag rows)."""
+    cat_ptr, cat_words = tree.arrays_cat()
+    _pred.predict_binned_add(X_cols, rows, tree.feature, tree.bin_threshold, tree.default_left,
+                             missing_bin, tree.left, tree.right, tree.value, cat_ptr, cat_words,
+                             out)

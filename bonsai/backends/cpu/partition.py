@@ -18,7 +18,7 @@ from ._jit import parallel_kernel
 
 @parallel_kernel
 def partition_nodes(X_cols, idx, tmp, task_node, task_start, task_stop, thread_ptr,
-                    node_feature, node_bin, node_default_left, node_missing_bin,
+                    node_feature, node_bin, node_default_left, node_missing_bin, node_bits,
                     task_nleft, out_node_nleft):
     """Stable partition of several nodes' ranges at once, in two passes.
 
@@ -38,6 +38,8 @@ def partition_nodes(X_cols, idx, tmp, task_node, task_start, task_stop, thread_p
     thread_ptr : (n_threads + 1,) int64, IN -- thread j runs tasks thread_ptr[j]:thread_ptr[j+1]
     node_feature, node_bin, node_missing_bin : (m,) int64, IN
     node_default_left : (m,) uint8, IN
+    node_bits : (m, W) uint64, IN -- a categorical split (``node_bin < 0``) sends bin b
+        left when bit b is set (the missing bin never is)
     task_nleft : (T,) int64, scratch
     out_node_nleft : (m,) int64, OUT -- rows sent left per node
     """
@@ -54,6 +56,19 @@ def partition_nodes(X_cols, idx, tmp, task_node, task_start, task_stop, thread_p
             # unsigned indices: no negative-index wraparound checks in the loop
             lp = np.uintp(task_start[t])
             rp = np.uintp(task_stop[t])
+            if tb < 0:                  # categorical: bin b goes left when bit b is set
+                bits = node_bits[nd]
+                for i in range(np.uintp(task_start[t]), np.uintp(task_stop[t])):
+                    r = idx[i]
+                    b = np.uintp(col[r])
+                    gl = np.uintp((bits[b >> np.uintp(6)] >> np.uint64(b & np.uintp(63)))
+                                  & np.uint64(1))
+                    tmp[lp] = r
+                    tmp[rp - one] = r
+                    lp += gl
+                    rp -= one - gl
+                task_nleft[t] = np.int64(lp) - task_start[t]
+                continue
             # branchless: write the row at both ends, advance one of them (a branch on
             # the direction mispredicts on about half the rows of a balanced split).
             # tmp[lp] and tmp[rp - 1] are both still free (lp < rp while rows remain);

@@ -100,8 +100,32 @@ def predict_records_walk(X, records, tree_offset, tree_depth, tree_class, out):
                 out[r, tree_class[t0 + g]] += records[pos[g], 0]
 
 
+@njit(cache=True, inline="always")
+def _in_set(c, p0, p1, cat_words):
+    """Whether the category code ``c`` (a float: NaN and negatives are in no set) has
+    its bit set in the words ``cat_words[p0:p1]``."""
+    if not (c >= 0.0) or c >= (p1 - p0) * 64:
+        return False
+    k = np.int64(c)
+    return ((cat_words[p0 + (k >> 6)] >> np.uint64(k & 63)) & np.uint64(1)) != 0
+
+
+@njit(cache=True, inline="always")
+def _go_left(x, j, threshold, default_left, cat_ptr, cat_words):
+    """Node ``j``'s decision for the value ``x``: a categorical split (a non-empty
+    bitset) or ``x <= threshold`` with missing values sent the default way."""
+    p0 = cat_ptr[j]
+    p1 = cat_ptr[j + 1]
+    if p1 > p0:
+        return _in_set(x, p0, p1, cat_words)
+    if x != x:
+        return default_left[j] != 0
+    return x <= threshold[j]
+
+
 @parallel_kernel
-def predict_leaf(X, feature, threshold, default_left, left, right, tree_offset, out):
+def predict_leaf(X, feature, threshold, default_left, left, right, cat_ptr, cat_words,
+                 tree_offset, out):
     """Leaf node index (within its tree) of every row in every tree. out (n, T) int32."""
     n = X.shape[0]
     n_trees = tree_offset.shape[0] - 1
@@ -111,22 +135,39 @@ def predict_leaf(X, feature, threshold, default_left, left, right, tree_offset, 
             node = 0
             while left[base + node] >= 0:
                 j = base + node
-                x = X[r, feature[j]]
-                if np.isnan(x):
-                    go_left = default_left[j] != 0
-                else:
-                    go_left = x <= threshold[j]
+                go_left = _go_left(X[r, feature[j]], j, threshold, default_left, cat_ptr,
+                                   cat_words)
                 node = left[j] if go_left else right[j]
             out[r, t] = node
 
 
+@parallel_kernel
+def predict_nodes(X, feature, threshold, default_left, left, right, value, cat_ptr, cat_words,
+                  tree_offset, tree_class, out):
+    """Add every tree's output to ``out (n, K)`` with a plain node walk that also takes
+    categorical splits (models with them; trees in order for each row)."""
+    n = X.shape[0]
+    n_trees = tree_offset.shape[0] - 1
+    for r in prange(n):
+        for t in range(n_trees):
+            base = tree_offset[t]
+            node = 0
+            while left[base + node] >= 0:
+                j = base + node
+                go_left = _go_left(X[r, feature[j]], j, threshold, default_left, cat_ptr,
+                                   cat_words)
+                node = left[j] if go_left else right[j]
+            out[r, tree_class[t]] += value[base + node]
+
+
 @njit(parallel=True, cache=True)
 def predict_binned_add(X_cols, rows, feature, bin_threshold, default_left, missing_bin,
-                       left, right, value, out):
+                       left, right, value, cat_ptr, cat_words, out):
     """One tree over binned rows: ``out[rows[i]] += value(leaf of row rows[i])``.
 
     X_cols : (F, n) uint8/uint16 column-major bins ; rows : (m,) uint32 ;
-    missing_bin : (F,) int64 ; out : (n,) float64, IN/OUT
+    missing_bin : (F,) int64 ; cat_ptr (n_nodes + 1,), cat_words : the tree's
+    categorical bitsets over bins (``Tree.arrays_cat``) ; out : (n,) float64, IN/OUT
     """
     for i in prange(rows.shape[0]):
         r = rows[i]
@@ -134,7 +175,11 @@ def predict_binned_add(X_cols, rows, feature, bin_threshold, default_left, missi
         while left[node] >= 0:
             f = feature[node]
             b = X_cols[f, r]
-            if b == missing_bin[f]:
+            p0 = cat_ptr[node]
+            p1 = cat_ptr[node + 1]
+            if p1 > p0:     # categorical: bins are codes, the missing bin is never set
+                go_left = _in_set(np.float64(b), p0, p1, cat_words)
+            elif b == missing_bin[f]:
                 go_left = default_left[node] != 0
             else:
                 go_left = b <= bin_threshold[node]
@@ -144,7 +189,7 @@ def predict_binned_add(X_cols, rows, feature, bin_threshold, default_left, missi
 
 @parallel_kernel
 def predict_oblivious(X, level_feature, level_threshold, level_default_left, level_offset,
-                      leaf_value, leaf_offset, tree_class, out):
+                      leaf_value, leaf_offset, tree_class, level_cat_ptr, level_cat_words, out):
     """Branchless oblivious trees: the leaf index is built from one bit per level.
 
     A block of 64 rows is first transposed to feature-major order (in X's own dtype),
@@ -154,6 +199,10 @@ def predict_oblivious(X, level_feature, level_threshold, level_default_left, lev
     right.  Float32 inputs use float32 thresholds rounded down, which decide every
     float32 value exactly as the float64 threshold does.  Each row's outputs are
     accumulated in tree order, as in the other predictors.
+
+    A categorical level (a non-empty bitset, words ``level_cat_ptr[lv]:
+    level_cat_ptr[lv+1]`` of ``level_cat_words``) sets the bit of the rows whose code
+    is not in its set.
 
     level_* : (sum depth,), level_threshold of X's dtype ; level_offset : (T + 1,) int64 ;
     leaf_value : (sum 2**depth,) float64 ; leaf_offset : (T + 1,) int64 ;
@@ -185,7 +234,13 @@ def predict_oblivious(X, level_feature, level_threshold, level_default_left, lev
             for lv in range(level_offset[t], level_offset[t + 1]):
                 col = xt[level_feature[lv]]
                 thr = level_threshold[lv]
-                if level_default_left[lv]:
+                p0 = level_cat_ptr[lv]
+                p1 = level_cat_ptr[lv + 1]
+                if p1 > p0:
+                    for j in range(width):
+                        leaf[j] = (leaf[j] << one) | np.int32(
+                            not _in_set(np.float64(col[j]), p0, p1, level_cat_words))
+                elif level_default_left[lv]:
                     for j in range(width):
                         leaf[j] = (leaf[j] << one) | np.int32(col[j] > thr)
                 else:

@@ -260,12 +260,13 @@ def _gains(ea, ec, k, mg, mh, mc, tg, th, tc, packed, cbits, mask, cf, scales, c
 
 
 @njit(cache=True)
-def _best_split(hist, slot, sub_slot, n_rows, feat_off, n_value_bins, feature_mask, scales, cfg,
-                min_child_samples, max_nv, out_lsum, out_sums):
+def _best_split(hist, slot, sub_slot, n_rows, feat_off, n_value_bins, feature_mask, is_cat,
+                cat_cfg, scales, cfg, min_child_samples, max_nv, out_lsum, out_sums, out_bits):
     """One node of ``find_best_splits``: its prange body, as a function compiled once
     for the parallel kernel and its serial twin.  Returns (gain, feature, bin,
-    default_left); writes the left sums ``out_lsum (3,)`` and the node sums
-    ``out_sums (3,)``."""
+    default_left); writes the left sums ``out_lsum (3,)``, the node sums
+    ``out_sums (3,)`` and, for a categorical split (bin -1), the left categories'
+    bitset ``out_bits (W,)`` (zeros otherwise)."""
     n_features = n_value_bins.shape[0]
     sg = scales[0]
     sh = scales[1]
@@ -308,11 +309,30 @@ def _best_split(hist, slot, sub_slot, n_rows, feat_off, n_value_bins, feature_ma
     blg = np.int64(0)
     blh = np.int64(0)
     blc = np.int64(0)
+    out_bits[:] = 0
+    bits = out_bits.copy()
     for f in range(n_features):
         if feature_mask[f] == 0:
             continue
         nv = n_value_bins[f]
         base = feat_off[f]
+        if is_cat[f]:
+            if sub and f > 0:      # its value bins were left for the scan to subtract
+                for b in range(base, base + nv):
+                    H[b, 0] -= S[b, 0]
+                    if not packed:
+                        H[b, 1] -= S[b, 1]
+            cg, lg, lh, lc = scan_categorical(H[base:base + nv + 1], nv, packed, cbits, mask,
+                                              cf, tg, th, tc, scales, cfg, min_child_samples,
+                                              cat_cfg, bits)
+            if cg > best:
+                best = cg
+                bf = f
+                bb = -1
+                bdl = 0
+                blg, blh, blc = lg, lh, lc
+                out_bits[:] = bits
+            continue
         ma = H[base + nv, 0]
         mc2 = np.int64(0) if packed else H[base + nv, 1]
         mg, mh, mc = _decode(ma, mc2, packed, cbits, mask, cf)
@@ -332,6 +352,7 @@ def _best_split(hist, slot, sub_slot, n_rows, feat_off, n_value_bins, feature_ma
                     bdl = 0
             if bf == f:
                 blg, blh, blc = _decode(ea[bb], ec[bb], packed, cbits, mask, cf)
+                out_bits[:] = 0
             continue
         _gains(ea, ec, nv, mg, mh, mc, tg, th, tc, packed, cbits, mask, cf, scales, cfg,
                min_child_samples, parent, plain, g1)
@@ -349,6 +370,7 @@ def _best_split(hist, slot, sub_slot, n_rows, feat_off, n_value_bins, feature_ma
                 bdl = 1
         if bf == f:
             blg, blh, blc = _decode(ea[bb], ec[bb], packed, cbits, mask, cf)
+            out_bits[:] = 0
             if bdl:
                 blg += mg
                 blh += mh
@@ -360,9 +382,9 @@ def _best_split(hist, slot, sub_slot, n_rows, feat_off, n_value_bins, feature_ma
 
 
 @parallel_kernel
-def find_best_splits(hist, slots, sub_slots, node_rows, feat_off, n_value_bins, feature_mask, scales, cfg,
-                     min_child_samples, out_gain, out_feature, out_bin, out_default_left,
-                     out_left_sums, out_node_sums):
+def find_best_splits(hist, slots, sub_slots, node_rows, feat_off, n_value_bins, feature_mask,
+                     is_cat, cat_cfg, scales, cfg, min_child_samples, out_gain, out_feature,
+                     out_bin, out_default_left, out_left_sums, out_node_sums, out_bits):
     """Best split of each node.
 
     Each feature is scanned in three passes over its bins: prefix sums
@@ -383,6 +405,8 @@ def find_best_splits(hist, slots, sub_slots, node_rows, feat_off, n_value_bins, 
     feat_off : (F + 1,) int64, IN
     n_value_bins : (F,) int64, IN -- non-missing bins; the missing bin follows them
     feature_mask : (m, F) uint8, IN -- 1 where the feature may be used at that node
+    is_cat : (F,) uint8, IN -- categorical features (``split_cat.scan_categorical``)
+    cat_cfg : (5,) float64, IN -- their split settings (see ``split_cat``)
     scales : (6,) float64 = grad scale, hess scale, count_bits, packed flag, 1/sg, 1/sh
     cfg : (5,) float64 = reg_lambda, reg_alpha, max_delta_step, min_child_weight, min_split_gain
     min_child_samples : int
@@ -390,14 +414,16 @@ def find_best_splits(hist, slots, sub_slots, node_rows, feat_off, n_value_bins, 
     out_feature, out_bin : (m,) int64, OUT
     out_default_left : (m,) uint8, OUT -- missing values go left
     out_left_sums, out_node_sums : (m, 3) int64, OUT
+    out_bits : (m, W) uint64, OUT -- a categorical split's left categories (bin -1)
     """
     max_nv = 1
     for f in range(n_value_bins.shape[0]):
         max_nv = max(max_nv, n_value_bins[f])
     for i in prange(slots.shape[0]):
         g, f, b, dl = _best_split(hist, slots[i], sub_slots[i], node_rows[i], feat_off,
-                                  n_value_bins, feature_mask[i], scales, cfg, min_child_samples,
-                                  max_nv, out_left_sums[i], out_node_sums[i])
+                                  n_value_bins, feature_mask[i], is_cat, cat_cfg, scales, cfg,
+                                  min_child_samples, max_nv, out_left_sums[i], out_node_sums[i],
+                                  out_bits[i])
         out_gain[i] = g
         out_feature[i] = f
         out_bin[i] = b
@@ -405,8 +431,8 @@ def find_best_splits(hist, slots, sub_slots, node_rows, feat_off, n_value_bins, 
 
 
 @njit(parallel=True, cache=True)
-def find_level_split(hist, slots, node_rows, feat_off, n_value_bins, feature_mask, scales, cfg,
-                     min_child_samples, out_cand_gain):
+def find_level_split(hist, slots, node_rows, feat_off, n_value_bins, feature_mask, is_cat,
+                     scales, cfg, min_child_samples, out_cand_gain):
     """Joint gain of every (feature, bin, missing direction) candidate over all nodes of
     a level, for oblivious trees: one split is shared by the whole level.
 
@@ -415,7 +441,8 @@ def find_level_split(hist, slots, node_rows, feat_off, n_value_bins, feature_mas
     float sums have one fixed order.
 
     out_cand_gain : (n_bins_total, 2) float64, OUT -- [:, 0] missing right,
-    [:, 1] missing left; -inf for masked or impossible candidates.
+    [:, 1] missing left; -inf for masked or impossible candidates, and for every bin
+    of a categorical feature (``split_cat.find_level_split_categorical`` scans those).
     """
     n_features = n_value_bins.shape[0]
     m = slots.shape[0]
@@ -434,7 +461,7 @@ def find_level_split(hist, slots, node_rows, feat_off, n_value_bins, feature_mas
         for b in range(feat_off[f + 1] - base):
             out_cand_gain[base + b, 0] = NEG_INF
             out_cand_gain[base + b, 1] = NEG_INF
-        if feature_mask[f] == 0:
+        if feature_mask[f] == 0 or is_cat[f]:
             continue
         for i in range(m):
             H = hist[slots[i]]
@@ -474,3 +501,7 @@ def find_level_split(hist, slots, node_rows, feat_off, n_value_bins, feature_mas
         # a threshold at the last value bin is a real split only for missing-right
         # with missing values present somewhere; leave it, the caller's argmax sees
         # its gain (0 when nothing moves).
+
+
+# the categorical scan uses this module's helpers; imported last (it imports them)
+from .split_cat import scan_categorical  # noqa: E402

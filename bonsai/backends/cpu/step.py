@@ -81,7 +81,7 @@ def plan_pieces(starts, stops, n_threads, min_rows):
 
 @njit(cache=True)
 def partition(X_cols, idx, tmp, starts, stops, feature, bin_, default_left, missing_bin,
-              n_threads, min_rows, out_nleft):
+              bits, n_threads, min_rows, out_nleft):
     """Stable partition of every node range (``partition.partition_nodes``), rows
     split between threads when there are at least ``2 * min_rows`` of them."""
     node, p_start, p_stop, ptr = plan_pieces(starts, stops, n_threads, min_rows)
@@ -91,10 +91,10 @@ def partition(X_cols, idx, tmp, starts, stops, feature, bin_, default_left, miss
     scratch = np.empty(node.shape[0], np.int64)
     if ptr.shape[0] > 2:
         _part_par(X_cols, idx, tmp, node, p_start, p_stop, ptr, feature, bin_, default_left,
-                  missing_bin, scratch, out_nleft)
+                  missing_bin, bits, scratch, out_nleft)
     else:
         _part_ser(X_cols, idx, tmp, node, p_start, p_stop, ptr, feature, bin_, default_left,
-                  missing_bin, scratch, out_nleft)
+                  missing_bin, bits, scratch, out_nleft)
 
 
 @njit(cache=True)
@@ -251,8 +251,8 @@ def plan_children(starts, stops, nleft, parent_slot, new_slot, child_ok, min_spl
 
 @njit(cache=True)
 def scan_children(hist, starts, stops, nleft, child_slot, sub, feat_off, n_value_bins, masks,
-                  scales, cfg, min_child_samples, min_parallel_nodes, out_gain, out_feature,
-                  out_bin, out_default_left, out_left_sums, out_sums):
+                  is_cat, cat_cfg, scales, cfg, min_child_samples, min_parallel_nodes, out_gain,
+                  out_feature, out_bin, out_default_left, out_left_sums, out_sums, out_bits):
     """Best split of every child with a slot (``split.find_best_splits``, the larger
     children subtracting ``sub`` first); the others get gain -inf, feature -1."""
     m2 = child_slot.shape[0]
@@ -263,6 +263,7 @@ def scan_children(hist, starts, stops, nleft, child_slot, sub, feat_off, n_value
         out_feature[c] = -1
         out_bin[c] = -1
         out_default_left[c] = 0
+        out_bits[c] = 0
         if child_slot[c] >= 0:
             e_child[n_e] = c
             n_e += 1
@@ -286,12 +287,13 @@ def scan_children(hist, starts, stops, nleft, child_slot, sub, feat_off, n_value
     dl = np.empty(n_e, np.uint8)
     lsum = np.empty((n_e, 3), np.int64)
     sums = np.empty((n_e, 3), np.int64)
+    bits = np.empty((n_e, out_bits.shape[1]), np.uint64)
     if n_e >= min_parallel_nodes:
-        _scan_par(hist, e_slot, e_sub, e_rows, feat_off, n_value_bins, e_mask, scales, cfg,
-                  min_child_samples, gain, feat, bb, dl, lsum, sums)
+        _scan_par(hist, e_slot, e_sub, e_rows, feat_off, n_value_bins, e_mask, is_cat, cat_cfg,
+                  scales, cfg, min_child_samples, gain, feat, bb, dl, lsum, sums, bits)
     else:
-        _scan_ser(hist, e_slot, e_sub, e_rows, feat_off, n_value_bins, e_mask, scales, cfg,
-                  min_child_samples, gain, feat, bb, dl, lsum, sums)
+        _scan_ser(hist, e_slot, e_sub, e_rows, feat_off, n_value_bins, e_mask, is_cat, cat_cfg,
+                  scales, cfg, min_child_samples, gain, feat, bb, dl, lsum, sums, bits)
     for j in range(n_e):
         c = e_child[j]
         out_gain[c] = gain[j]
@@ -300,12 +302,13 @@ def scan_children(hist, starts, stops, nleft, child_slot, sub, feat_off, n_value
         out_default_left[c] = dl[j]
         out_left_sums[c] = lsum[j]
         out_sums[c] = sums[j]
+        out_bits[c] = bits[j]
 
 
 @njit(cache=True)
-def batch_columns(t, batch, missing_bin):
+def batch_columns(t, t_bits, batch, missing_bin):
     """The split nodes' table fields: (start, stop, feature, bin, default_left, missing
-    bin of the feature, slot), each (m,)."""
+    bin of the feature, slot), each (m,), and their bitsets (m, W)."""
     m = batch.shape[0]
     starts = np.empty(m, np.int64)
     stops = np.empty(m, np.int64)
@@ -323,13 +326,16 @@ def batch_columns(t, batch, missing_bin):
         default_left[i] = t[n, DEFAULT_LEFT]
         f_missing[i] = missing_bin[feature[i]]
         slot[i] = t[n, SLOT]
-    return starts, stops, feature, bin_, default_left, f_missing, slot
+    bits = np.empty((m, t_bits.shape[1]), np.uint64)
+    for i in range(m):
+        bits[i] = t_bits[batch[i]]
+    return starts, stops, feature, bin_, default_left, f_missing, slot, bits
 
 
 @njit(cache=True)
-def write_children(t, t_gain, t_sums, t_left_sums, batch, first, starts, stops, nleft,
+def write_children(t, t_gain, t_sums, t_left_sums, t_bits, batch, first, starts, stops, nleft,
                    parent_slot, new_slot, child_slot, gain, feature, bin_, default_left,
-                   left_sums, sums, out_expand, out_free):
+                   left_sums, sums, bits, out_expand, out_free):
     """Rows ``first + 2i`` (left) and ``first + 2i + 1`` of node ``batch[i]``'s children.
 
     A child that cannot split takes its sums from the parent's split (left sums, or
@@ -354,6 +360,7 @@ def write_children(t, t_gain, t_sums, t_left_sums, batch, first, starts, stops, 
             t[cid, FEATURE] = feature[k]
             t[cid, BIN] = bin_[k]
             t[cid, DEFAULT_LEFT] = default_left[k]
+            t_bits[cid] = bits[k]
             t_gain[cid] = gain[k]
             for q in range(3):
                 if child_slot[k] >= 0:
@@ -378,17 +385,17 @@ def write_children(t, t_gain, t_sums, t_left_sums, batch, first, starts, stops, 
 
 @njit(cache=True)
 def split_nodes(layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, n_value_bins,
-                missing_bin, gh, idx, tmp, hist, t, t_gain, t_sums, t_left_sums, batch, first,
-                new_slot, scratch_slots, child_ok, min_split_rows, masks, scales, cfg,
-                min_child_samples, n_threads, min_rows, min_partition_rows, min_parallel_nodes,
-                identity, out_expand, out_free):
+                missing_bin, gh, idx, tmp, hist, t, t_gain, t_sums, t_left_sums, t_bits, batch,
+                first, new_slot, scratch_slots, child_ok, min_split_rows, masks, is_cat, cat_cfg,
+                scales, cfg, min_child_samples, n_threads, min_rows, min_partition_rows,
+                min_parallel_nodes, identity, out_expand, out_free):
     """Split the nodes ``batch`` of the node table (``bonsai.nodes``: ``t`` its int
     fields, ``t_gain``, ``t_sums``, ``t_left_sums``) and evaluate their children, who
     get rows ``first..first + 2m - 1``: ``partition``, ``plan_children``, ``build``,
     ``scan_children`` and ``write_children`` in one call.
 
-    Node i is split on its table fields (feature, bin, default_left) and its
-    histogram is in its slot; ``new_slot[i]`` is a free slot for its smaller child.
+    Node i is split on its table fields (feature, bin, default_left; bin -1: the
+    categorical split of its bitset row ``t_bits[i]``) and its histogram is in its slot; ``new_slot[i]`` is a free slot for its smaller child.
     ``masks (2m, F)`` are the children's usable features (zeros: only the
     subtraction and the node sums, for oblivious trees, whose split is chosen per
     level).  Returns (n_expand, n_free): ``out_expand[:n_expand]`` the children that
@@ -409,11 +416,11 @@ def split_nodes(layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, 
         sub = np.full(2, -1, np.int64)
         b_start, b_stop, b_slot = starts, stops, child_slot[:1]
     else:
-        starts, stops, feature, bin_, default_left, f_missing, parent_slot = batch_columns(
-            t, batch, missing_bin)
+        starts, stops, feature, bin_, default_left, f_missing, parent_slot, p_bits = \
+            batch_columns(t, t_bits, batch, missing_bin)
         nleft = np.empty(m, np.int64)
         partition(X_cols, idx, tmp, starts, stops, feature, bin_, default_left, f_missing,
-                  n_threads, min_partition_rows, nleft)
+                  p_bits, n_threads, min_partition_rows, nleft)
         child_slot = np.empty(2 * m, np.int64)
         b_start, b_stop, b_slot, sub = plan_children(starts, stops, nleft, parent_slot,
                                                      new_slot, child_ok, min_split_rows,
@@ -431,9 +438,10 @@ def split_nodes(layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, 
     c_dl = np.empty(n_c, np.uint8)
     left_sums = np.empty((n_c, 3), np.int64)
     sums = np.empty((n_c, 3), np.int64)
+    c_bits = np.empty((n_c, t_bits.shape[1]), np.uint64)
     scan_children(hist, starts, stops, nleft, child_slot, sub, feat_off, n_value_bins, masks,
-                  scales, cfg, min_child_samples, min_parallel_nodes, gain, c_feature, c_bin,
-                  c_dl, left_sums, sums)
+                  is_cat, cat_cfg, scales, cfg, min_child_samples, min_parallel_nodes, gain,
+                  c_feature, c_bin, c_dl, left_sums, sums, c_bits)
     if root:
         t_gain[0] = gain[0]
         t[0, FEATURE] = c_feature[0]
@@ -441,7 +449,8 @@ def split_nodes(layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, 
         t[0, DEFAULT_LEFT] = c_dl[0]
         t_sums[0] = sums[0]
         t_left_sums[0] = left_sums[0]
+        t_bits[0] = c_bits[0]
         return 0, 0
-    return write_children(t, t_gain, t_sums, t_left_sums, batch, first, starts, stops, nleft,
-                          parent_slot, new_slot, child_slot, gain, c_feature, c_bin, c_dl,
-                          left_sums, sums, out_expand, out_free)
+    return write_children(t, t_gain, t_sums, t_left_sums, t_bits, batch, first, starts, stops,
+                          nleft, parent_slot, new_slot, child_slot, gain, c_feature, c_bin,
+                          c_dl, left_sums, sums, c_bits, out_expand, out_free)
