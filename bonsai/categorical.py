@@ -2,12 +2,13 @@
 category -> code mapping learned from the training data (stored in the model), and
 its application to new data.
 
-A categorical feature's kept categories are numbered 0..K-1 by decreasing training
-frequency (ties in category order: pandas' order of the dtype's categories, or
-ascending value for numeric columns); only the ``max_categories`` most frequent keep
-a code.  Everything downstream sees the codes as float values, with NaN for a
-missing value, a category not seen in training and one too rare to keep; the trees
-send those the missing way (right, in a categorical split).  Codes are found through
+A categorical feature's categories seen in training are numbered 0..K-1 by
+decreasing training frequency (ties in category order: pandas' order of the dtype's
+categories, or ascending value for numeric columns).  Everything downstream sees the
+codes as float values, with NaN for a missing value and a category not seen in
+training.  Native splits bin only the ``max_bin`` most frequent codes (the rest share
+the missing bin); a categorical split's bitset never holds the missing bin or a code
+past it, so those go the missing way (right).  Codes are found through
 the category *values*, so a DataFrame whose category dtype lists its categories in
 another order, or holds extra ones, is coded exactly as the training data was.
 
@@ -86,7 +87,7 @@ class CategoryMap:
         return len(self.categories[i])
 
     @classmethod
-    def fit(cls, X, features, pandas_cats, max_categories):
+    def fit(cls, X, features, pandas_cats):
         """Learn the mapping from the training matrix ``X`` (pandas category columns
         hold pandas codes, NaN for missing; ``pandas_cats[j]`` their categories)."""
         cats = []
@@ -103,7 +104,7 @@ class CategoryMap:
                 uniq, counts = np.unique(col[ok], return_counts=True)
                 values = [_py(v) for v in uniq]
             order = np.argsort(-counts, kind="stable")
-            order = order[counts[order] > 0][:max_categories]
+            order = order[counts[order] > 0]
             cats.append([values[i] for i in order])
         return cls(features, cats)
 

@@ -78,12 +78,21 @@ class Dataset:
                 raise TypeError("categorical_features must be a list of feature indices or "
                                 f"names, got {categorical_features!r}")
             feats = resolve_features(categorical_features, names, n_features, pd_cats)
-            self.categories = (CategoryMap.fit(X, feats, pd_cats, max_bin) if feats else None)
+            self.categories = CategoryMap.fit(X, feats, pd_cats) if feats else None
         if self.categories is None and pd_cats:
             raise ValueError(f"X: column {names[next(iter(pd_cats))]!r} is categorical but "
                              "the reference Dataset has no categorical features")
+        self.cat_codes = None
         if self.categories is not None:
             X = self.categories.apply(X, pd_cats)
+            # every category's code (ordered target statistics use them all); the
+            # bins keep the max_bin most frequent, the rest share the missing bin
+            feats = list(self.categories.features)
+            codes = X[:, feats].T
+            self.cat_codes = np.where(np.isnan(codes), -1, codes).astype(np.int32)
+            sub = X[:, feats]
+            sub[sub >= (max_bin if reference is None else reference.max_bin)] = np.nan
+            X[:, feats] = sub
         # parallel kernels run inside thread_context: it serializes Python threads,
         # which numba's workqueue layer requires
         with thread_context(resolve_n_threads(None)):
@@ -93,7 +102,8 @@ class Dataset:
                     cm = self.categories
                     if cm is not None:
                         self.bin_mapper = self.bin_mapper.with_categorical(
-                            cm.features, [cm.n_codes(i) for i in range(len(cm.features))])
+                            cm.features, [min(cm.n_codes(i), max_bin)
+                                          for i in range(len(cm.features))])
             with stage("bin_map"):
                 self.X_cols = self.bin_mapper.transform_columns(X)
             # the layout histograms are filled from: sparse rows when most cells sit in

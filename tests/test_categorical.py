@@ -208,10 +208,19 @@ def test_high_cardinality_keeps_max_bin_categories():
     y = (np.sin(c) + rng.normal(size=n) > 0).astype(float)
     df = pd.DataFrame({"c": pd.Categorical(c)})
     ds = bonsai.Dataset(df, label=y, max_bin=63)
-    assert len(ds.categories.categories[0]) == 63
-    assert ds.bin_mapper.n_value_bins[0] == 63
+    n_seen = len(np.unique(c))
+    assert len(ds.categories.categories[0]) == n_seen > 1000     # every category has a code
+    assert ds.bin_mapper.n_value_bins[0] == 63                    # the 63 most frequent a bin
+    assert (ds.X_cols[0][ds.cat_codes[0] >= 63] == ds.bin_mapper.missing_bin[0]).all()
     b = bonsai.train({"objective": "binary", "n_estimators": 5, "min_data_per_group": 5}, ds)
-    assert np.isfinite(b.predict(df)).all()
+    assert sum(int(t.is_categorical().sum()) for t in b.trees) > 0
+    # rare categories (no bin of their own) take the missing way in predict too
+    acc = np.full(n, b.base_score[0])
+    with thread_context(2):
+        for tree in b.trees:
+            get_backend("cpu").predict_binned_add(ds.X_cols, np.arange(n, dtype=np.uint32),
+                                                  tree, ds.bin_mapper.missing_bin, acc)
+    assert np.array_equal(acc, b.predict(df, output_margin=True))
 
 
 def test_valid_set_and_continued_training(data):
