@@ -156,19 +156,29 @@ def run_bonsai_encoder(Xn, Xc, y, threads, rounds):
     return t1 - t0, t2 - t1, predict
 
 
-def run_bonsai_native(Xn, Xc, y, threads, rounds):
+def _run_bonsai(Xn, Xc, y, threads, rounds, **extra):
     import bonsai
     t0 = time.perf_counter()
     ds = bonsai.Dataset(_frame(Xn, Xc), label=y, max_bin=MAX_BIN)
     t1 = time.perf_counter()
     b = bonsai.train({"objective": "binary", "learning_rate": LR, "max_depth": DEPTH,
-                      "n_threads": threads, "random_state": 0}, ds, num_boost_round=rounds)
+                      "n_threads": threads, "random_state": 0, **extra}, ds,
+                     num_boost_round=rounds)
     t2 = time.perf_counter()
     return t1 - t0, t2 - t1, lambda Xn_, Xc_: b.predict(_frame(Xn_, Xc_))
 
 
+def run_bonsai_native(Xn, Xc, y, threads, rounds):
+    return _run_bonsai(Xn, Xc, y, threads, rounds, cat_encoding="native")
+
+
+def run_bonsai_ordered(Xn, Xc, y, threads, rounds):
+    return _run_bonsai(Xn, Xc, y, threads, rounds, cat_encoding="ordered")
+
+
 LIBS = {"lightgbm": run_lightgbm, "xgboost": run_xgboost, "catboost": run_catboost,
-        "bonsai-native": run_bonsai_native, "bonsai-ordered-encoder": run_bonsai_encoder}
+        "bonsai-native": run_bonsai_native, "bonsai-ordered": run_bonsai_ordered,
+        "bonsai-ordered-encoder": run_bonsai_encoder}
 
 
 def worker(lib, rows, threads, rounds):

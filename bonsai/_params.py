@@ -159,6 +159,19 @@ PARAM_TABLE: tuple[ParamSpec, ...] = (
               "Categorical splits: extra L2 regularisation on their children."),
     ParamSpec("min_data_per_group", ("int",), 100, _GE1,
               "Categorical splits: a category with fewer rows in the node stays right."),
+    ParamSpec("cat_encoding", ("str",), "native", Choices(("native", "ordered")),
+              "Categorical features: 'native' partition splits on the categories, or "
+              "'ordered' CatBoost-style ordered target statistics (CTR features: per "
+              "category its ordered target mean and its frequency; see bonsai.ordered)."),
+    ParamSpec("ctr_permutations", ("int",), 4, Interval(1, 64),
+              "cat_encoding='ordered': random permutations the ordered statistics are "
+              "averaged over."),
+    ParamSpec("ctr_prior_weight", ("float",), 1.0, _POS,
+              "cat_encoding='ordered': weight of the prior (the target mean) in each "
+              "category's statistic."),
+    ParamSpec("max_ctr_combinations", ("int",), 2, Interval(0, 64),
+              "cat_encoding='ordered': pairs of categorical features (those the first "
+              "trees split on along one path) that get CTR features of their own."),
     ParamSpec("quantized_grad", ("bool",), False, None,
               "Quantize gradients and hessians to small integers (stochastic rounding, "
               "seeded) and pack both into one 64-bit histogram cell: about half the "
@@ -223,6 +236,10 @@ class Params:
     cat_smooth: float
     cat_l2: float
     min_data_per_group: int
+    cat_encoding: str
+    ctr_permutations: int
+    ctr_prior_weight: float
+    max_ctr_combinations: int
     quantized_grad: bool
     grad_quant_bins: int
     device: str

@@ -11,6 +11,7 @@ from ._threads import resolve_n_threads, thread_context
 from .backends import get_backend
 from .categorical import CategoryMap
 from .data import to_matrix
+from .ordered import CtrModel
 from .objectives import get_objective
 from .tree import concat, concat_oblivious
 
@@ -40,6 +41,7 @@ class Booster:
         self.evals_result = {}
         self.extra = {}
         self.categories = None      # bonsai.categorical.CategoryMap, or None
+        self.ctr = None             # bonsai.ordered.CtrModel (cat_encoding="ordered"), or None
         self.n_threads = None
         self._cache = None
         self._obj = None
@@ -109,7 +111,8 @@ class Booster:
             raise ValueError(f"X's feature names differ from the model's (first differences, "
                              f"X vs model: {diff}); reorder the columns to match")
         if self.categories is not None:   # the model's category codes (a C-order copy)
-            return self.categories.apply(X, pd_cats)
+            X = self.categories.apply(X, pd_cats)
+            return X if self.ctr is None else self.ctr.transform(X)
         if not X.flags.c_contiguous:
             X = np.ascontiguousarray(X)
         return X
@@ -155,12 +158,17 @@ class Booster:
         if importance_type not in ("split", "gain"):
             raise ValueError(f"importance_type must be 'split' or 'gain', got {importance_type!r}")
         t0, t1 = self._tree_range(iteration_range)
-        out = np.zeros(self.n_features)
+        n_ctr = 0 if self.ctr is None else self.ctr.n_out
+        out = np.zeros(self.n_features + n_ctr)
         for tree in self.trees[t0:t1]:
             internal = tree.left >= 0
             w = np.ones(int(internal.sum())) if importance_type == "split" else tree.gain[internal]
             np.add.at(out, tree.feature[internal], w)
-        return out
+        for e in range(n_ctr):   # a CTR feature counts for its categorical sources
+            src = self.ctr.sources_of(e)
+            for j in src:
+                out[j] += out[self.n_features + e] / len(src)
+        return out[:self.n_features]
 
     # ---- model files -------------------------------------------------------------
     def _to_doc(self):
@@ -178,6 +186,8 @@ class Booster:
         }
         if self.categories is not None:
             doc["categorical"] = self.categories.to_dict()
+            if self.ctr is not None:
+                doc["ctr"] = self.ctr.to_dict()
         else:   # readable by bonsai versions before categorical features
             doc["schema_version"] = model_io.SCHEMA_VERSION_NUMERIC
         return doc
@@ -211,6 +221,10 @@ class Booster:
         self.extra = dict(doc.get("extra") or {})
         self.categories = (None if doc.get("categorical") is None
                            else CategoryMap.from_dict(doc["categorical"], self.n_features))
+        self.ctr = None if doc.get("ctr") is None else CtrModel.from_dict(doc["ctr"])
+        if self.ctr is not None and (self.categories is None or not set(self.ctr.cards)
+                                     <= set(self.categories.features)):
+            raise ValueError("invalid model: 'ctr' sources are not categorical features")
         self._cache = None
         self._obj = None
         try:

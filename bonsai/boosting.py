@@ -22,6 +22,7 @@ from .dataset import Dataset
 from .grow import Grower
 from .metrics import get_metric
 from .objectives import get_objective
+from .ordered import OrderedEncoding
 
 
 def _objective_params(p):
@@ -46,6 +47,7 @@ class _EvalSet:
                                  "with Dataset(..., reference=train_set)")
             ds = Dataset(ds.data, label=ds.label, weight=ds.weight, init_score=ds.init_score,
                          reference=train_set)
+        self.dataset = ds
         self.X_cols = ds.X_cols
         if ds.label is None:
             raise ValueError(f"valid set {name!r} has no label")
@@ -127,11 +129,29 @@ def train(params, train_set, num_boost_round=None, valid_sets=None, valid_names=
     with thread_context(n_threads) as used_threads:
         evals = [_EvalSet(nm, ds, train_set, booster.base_score, k_out, init_model)
                  for nm, ds in zip(names, valid_sets or [])]
-        grower = Grower(backend, train_set.X_hist, train_set.X_cols, train_set.bin_mapper, p,
-                        used_threads, n)
+        enc = None
+        if p.cat_encoding == "ordered" and train_set.categories is not None:
+            if init_model is not None:
+                raise ValueError("init_model: continued training with cat_encoding='ordered' "
+                                 "is not supported (the new trees would need the first "
+                                 "model's target statistics); train the model in one call")
+            with stage("ctr"):
+                enc = OrderedEncoding(train_set, y, objective.name, k_out, p)
+                for ev in evals:
+                    enc.add_eval(ev, ev.dataset)
+            booster.ctr = enc.model
+            grower = Grower(backend, enc.X_hist, enc.X_cols, enc.bin_mapper, p, used_threads, n)
+        else:
+            grower = Grower(backend, train_set.X_hist, train_set.X_cols, train_set.bin_mapper,
+                            p, used_threads, n)
         _boost(p, booster, objective, grower, backend, train_set, y, w, raw, evals, metrics,
-               callbacks, k_out)
+               callbacks, k_out, enc)
     return booster
+
+
+def _combination_round(p):
+    """Rounds grown before the ordered encoding's pairs are chosen from the trees."""
+    return max(1, min(20, p.n_estimators // 10))
 
 
 def _with_categorical(ds, spec):
@@ -201,7 +221,7 @@ def _initial_raw(booster, train_set, init_model, k_out, n):
 
 
 def _grow_round(p, booster, objective, grower, backend, train_set, y, w, raw, evals,
-                grad, hess, gh, idx_buf, it, k_out):
+                grad, hess, gh, idx_buf, it, k_out, enc):
     rng = np.random.default_rng([p.random_state, it])
     rows = _sample_rows(y.shape[0], p.subsample, rng)
     n_rows = y.shape[0] if rows is None else rows.shape[0]
@@ -210,7 +230,6 @@ def _grow_round(p, booster, objective, grower, backend, train_set, y, w, raw, ev
         mask = np.ones(y.shape[0], bool)
         mask[rows] = False
         oob = np.flatnonzero(mask).astype(IDX)
-    bm = train_set.bin_mapper
     for k in range(k_out):
         with stage("quantize"):
             try:
@@ -242,15 +261,16 @@ def _grow_round(p, booster, objective, grower, backend, train_set, y, w, raw, ev
         with stage("score_update"):
             backend.add_leaf_values(raw[k], idx, l0, l1, tree.value[leaves])
             if oob is not None:
-                backend.predict_binned_add(train_set.X_cols, oob, tree, bm.missing_bin, raw[k])
+                backend.predict_binned_add(grower.X_cols, oob, tree, grower.missing_bin, raw[k])
         with stage("eval_predict"):
             for ev in evals:
-                backend.predict_binned_add(ev.X_cols, ev.rows, tree, bm.missing_bin, ev.raw[k])
-        booster._append(tree, k)
+                backend.predict_binned_add(ev.X_cols, ev.rows, tree, grower.missing_bin,
+                                           ev.raw[k])
+        booster._append(tree if enc is None else enc.to_model(tree), k)
 
 
 def _boost(p, booster, objective, grower, backend, train_set, y, w, raw, evals, metrics,
-           callbacks, k_out):
+           callbacks, k_out, enc=None):
     n = y.shape[0]
     grad = np.empty((k_out, n), GRAD)
     hess = np.empty((k_out, n), GRAD)
@@ -267,7 +287,12 @@ def _boost(p, booster, objective, grower, backend, train_set, y, w, raw, evals, 
         with stage("gradients"):
             objective.grad_hess(y, raw, w, grad, hess)
         _grow_round(p, booster, objective, grower, backend, train_set, y, w, raw, evals,
-                    grad, hess, gh, idx_buf, it, k_out)
+                    grad, hess, gh, idx_buf, it, k_out, enc)
+        if enc is not None and it + 1 - start == _combination_round(p):
+            with stage("ctr"):
+                if enc.combine(booster.trees):   # new CTR features: a grower over them
+                    grower = Grower(backend, enc.X_hist, enc.X_cols, enc.bin_mapper, p,
+                                    grower.n_threads, n)
         with stage("metrics"):
             _evaluate(evals, objective, metrics, evals_log)
         stop = False

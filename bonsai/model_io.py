@@ -10,7 +10,8 @@ schema 1, which older bonsai versions read)::
      "best_iteration": int | null, "best_score": float | null,
      "tree_class": [class of each tree], "trees": [Tree.to_dict(), ...],
      "extra": {...},
-     "categorical": {"features": [j, ...], "categories": [[value, ...], ...]}}  (schema 2)
+     "categorical": {"features": [j, ...], "categories": [[value, ...], ...]},  (schema 2)
+     "ctr": {"groups": [...], "prior": [...], ...}}  (cat_encoding="ordered", schema 2)
 
 A tree's categorical splits are its "cat_left" field: per node, the category codes
 sent left (``[]`` for the other nodes; see ``bonsai.tree``).
@@ -85,6 +86,16 @@ def loads(text):
     names = doc.get("feature_names")
     if names is not None and (not isinstance(names, list) or len(names) != n_features):
         raise ValueError("invalid model: feature_names length differs from n_features")
+    ctr = doc.get("ctr")
+    n_ext = n_features
+    if ctr is not None:      # CTR features follow the original ones (bonsai.ordered)
+        try:
+            n_ext += len(ctr["groups"]) * (len(ctr["prior"]) + 1)
+        except (KeyError, TypeError):
+            raise ValueError("invalid model: bad 'ctr' field") from None
+    cat_doc = doc.get("categorical")
+    if cat_doc is not None and not isinstance(cat_doc, dict):
+        raise ValueError("invalid model: bad 'categorical' field")
     trees = []
     for i, td in enumerate(doc["trees"]):
         try:
@@ -93,9 +104,9 @@ def loads(text):
             tree = Tree.from_dict(td)
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"invalid model: tree {i}: {e}") from None
-        if tree.max_feature() >= n_features:
+        if tree.max_feature() >= n_ext:
             raise ValueError(f"invalid model: tree {i} uses a feature index >= n_features")
-        cat_feats = set((doc.get("categorical") or {}).get("features") or [])
+        cat_feats = set((cat_doc or {}).get("features") or [])
         if any(int(f) not in cat_feats for f in tree.feature[tree.is_categorical()]):
             raise ValueError(f"invalid model: tree {i} has a categorical split on a "
                              "feature that is not categorical")

@@ -93,6 +93,9 @@ class BonsaiRegressor(RegressorMixin, _BonsaiModel):
                  max_cat_to_onehot=_D["max_cat_to_onehot"],
                  max_cat_threshold=_D["max_cat_threshold"], cat_smooth=_D["cat_smooth"],
                  cat_l2=_D["cat_l2"], min_data_per_group=_D["min_data_per_group"],
+                 cat_encoding=_D["cat_encoding"], ctr_permutations=_D["ctr_permutations"],
+                 ctr_prior_weight=_D["ctr_prior_weight"],
+                 max_ctr_combinations=_D["max_ctr_combinations"],
                  quantized_grad=_D["quantized_grad"], grad_quant_bins=_D["grad_quant_bins"],
                  device=_D["device"],
                  verbosity=_D["verbosity"], importance_type="gain"):
@@ -127,6 +130,10 @@ class BonsaiRegressor(RegressorMixin, _BonsaiModel):
         self.cat_smooth = cat_smooth
         self.cat_l2 = cat_l2
         self.min_data_per_group = min_data_per_group
+        self.cat_encoding = cat_encoding
+        self.ctr_permutations = ctr_permutations
+        self.ctr_prior_weight = ctr_prior_weight
+        self.max_ctr_combinations = max_ctr_combinations
         self.quantized_grad = quantized_grad
         self.grad_quant_bins = grad_quant_bins
         self.device = device
@@ -205,6 +212,9 @@ class BonsaiClassifier(ClassifierMixin, _BonsaiModel):
                  max_cat_to_onehot=_D["max_cat_to_onehot"],
                  max_cat_threshold=_D["max_cat_threshold"], cat_smooth=_D["cat_smooth"],
                  cat_l2=_D["cat_l2"], min_data_per_group=_D["min_data_per_group"],
+                 cat_encoding=_D["cat_encoding"], ctr_permutations=_D["ctr_permutations"],
+                 ctr_prior_weight=_D["ctr_prior_weight"],
+                 max_ctr_combinations=_D["max_ctr_combinations"],
                  quantized_grad=_D["quantized_grad"], grad_quant_bins=_D["grad_quant_bins"],
                  device=_D["device"],
                  verbosity=_D["verbosity"], importance_type="gain"):
@@ -239,6 +249,10 @@ class BonsaiClassifier(ClassifierMixin, _BonsaiModel):
         self.cat_smooth = cat_smooth
         self.cat_l2 = cat_l2
         self.min_data_per_group = min_data_per_group
+        self.cat_encoding = cat_encoding
+        self.ctr_permutations = ctr_permutations
+        self.ctr_prior_weight = ctr_prior_weight
+        self.max_ctr_combinations = max_ctr_combinations
         self.quantized_grad = quantized_grad
         self.grad_quant_bins = grad_quant_bins
         self.device = device

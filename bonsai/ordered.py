@@ -1,0 +1,282 @@
+"""Ordered target statistics inside training, ``cat_encoding="ordered"``: CatBoost's
+CTR features (``../shared/seeds/003``).
+
+Each categorical feature, and each pair of them chosen from the first trees (a
+*combination*), is a *group*: its rows' keys are the category code (a pair: both
+codes in one int64, missing if either is).  A group gives the grower numeric
+features:
+
+* per target statistic s (binary: the positive rate; regression: the mean;
+  multiclass: each class's rate) the *ordered* statistic of a row,
+  ``(sum of s over the rows before it with its key + prior_s * a) / (their count + a)``,
+  counted online along a seeded permutation and averaged over ``ctr_permutations``
+  of them, so a row's own target never enters its value;
+* the key's frequency: its share of the training rows (no target, no leakage).
+
+The model stores each group's keys with their training counts and target sums;
+prediction gives every row the statistics of all the training rows
+(``CtrModel.transform``).  Sums run in row or permutation order, so values do not
+depend on threads.
+
+Feature spaces: the model's trees index ``[original features | CTR features]``.  The
+grower sees the numeric original features and the CTR features (in this mode the
+category codes themselves are not split on); ``OrderedEncoding.fmap`` maps its
+features to the model's.  Combinations: after the first rounds, the pairs of
+categorical features whose CTR features the trees split on along one path (scored by
+the lower split's gain) get groups of their own, appended to both spaces, and
+training goes on with them.
+"""
+import numpy as np
+
+from . import _ctr
+from .binning import BinMapper, sparse_rows
+
+
+def targets(y, objective, k_out):
+    """(n, S) float64 target statistics: one-hot classes for multiclass, else y."""
+    y = np.asarray(y, np.float64)
+    if objective == "multiclass":
+        t = np.zeros((y.shape[0], k_out))
+        t[np.arange(y.shape[0]), y.astype(np.int64)] = 1.0
+        return t
+    return y.reshape(-1, 1).copy()
+
+
+def row_keys(codes, cards):
+    """int64 keys of rows from the code columns of a group's sources (-1: missing)."""
+    key = codes[0].astype(np.int64)
+    for c, k in zip(codes[1:], cards[1:]):
+        c = c.astype(np.int64)
+        key = np.where((key < 0) | (c < 0), -1, key * k + c)
+    return key
+
+
+class CtrGroup:
+    """One group's training table: sorted ``keys`` with their row ``counts`` and
+    target ``sums (k, S)``; ``sources`` are the model's categorical feature indices."""
+
+    def __init__(self, sources, keys, counts, sums):
+        self.sources = tuple(int(s) for s in sources)
+        self.keys = np.asarray(keys, np.int64)
+        self.counts = np.asarray(counts, np.float64)
+        self.sums = np.asarray(sums, np.float64).reshape(self.keys.shape[0], -1)
+
+    def index(self, keys):
+        """Table row of each key (-1: missing or not seen in training)."""
+        if self.keys.size == 0:
+            return np.full(keys.shape[0], -1, np.int64)
+        pos = np.minimum(np.searchsorted(self.keys, keys), self.keys.size - 1)
+        return np.where((keys >= 0) & (self.keys[pos] == keys), pos, -1).astype(np.int64)
+
+    def full_values(self, idx, prior, a, n_train, out, col):
+        """``out[:, col:col + S + 1]``: statistics over all training rows, then the
+        frequency (the prior and 0 for unseen keys)."""
+        S = prior.shape[0]
+        _ctr.encode_full(idx, self.sums, self.counts, prior, a, out, col)
+        freq = np.where(idx >= 0, self.counts[np.maximum(idx, 0)], 0.0) / n_train
+        out[:, col + S] = freq
+
+    def to_dict(self):
+        return {"sources": list(self.sources), "keys": self.keys.tolist(),
+                "counts": self.counts.tolist(), "sums": self.sums.tolist()}
+
+
+class CtrModel:
+    """The CTR features of a model: groups, priors, prior weight, training rows."""
+
+    def __init__(self, groups, prior, prior_weight, n_train, cards):
+        self.groups = list(groups)
+        self.prior = np.asarray(prior, np.float64)
+        self.prior_weight = float(prior_weight)
+        self.n_train = float(n_train)
+        self.cards = {int(j): int(k) for j, k in cards.items()}   # feature -> categories
+
+    @property
+    def width(self):
+        """CTR features per group."""
+        return self.prior.shape[0] + 1
+
+    @property
+    def n_out(self):
+        return len(self.groups) * self.width
+
+    def sources_of(self, e):
+        """The categorical features behind CTR feature ``e``."""
+        return self.groups[e // self.width].sources
+
+    def values(self, codes_of, n):
+        """(n, n_out) full-statistics values; ``codes_of(j)`` gives feature j's codes."""
+        out = np.empty((n, self.n_out))
+        for g, grp in enumerate(self.groups):
+            keys = row_keys([codes_of(j) for j in grp.sources],
+                            [self.cards[j] for j in grp.sources])
+            grp.full_values(grp.index(keys), self.prior, self.prior_weight, self.n_train, out,
+                            g * self.width)
+        return out
+
+    def transform(self, X):
+        """``[X | CTR features]`` of a coded matrix (NaN: missing or unseen)."""
+        def codes_of(j):
+            c = X[:, j]
+            return np.where(np.isnan(c), -1, c).astype(np.int64)
+        return np.hstack([X.astype(np.float64, copy=False), self.values(codes_of, X.shape[0])])
+
+    def to_dict(self):
+        return {"groups": [g.to_dict() for g in self.groups], "prior": self.prior.tolist(),
+                "prior_weight": self.prior_weight, "n_train": self.n_train,
+                "cards": {str(j): k for j, k in sorted(self.cards.items())}}
+
+    @classmethod
+    def from_dict(cls, d):
+        try:
+            groups = [CtrGroup(g["sources"], g["keys"], g["counts"], g["sums"])
+                      for g in d["groups"]]
+            m = cls(groups, d["prior"], d["prior_weight"], d["n_train"],
+                    {int(j): int(k) for j, k in d["cards"].items()})
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise ValueError(f"invalid model: bad 'ctr' field: {e}") from None
+        if any(s not in m.cards for g in groups for s in g.sources):
+            raise ValueError("invalid model: bad 'ctr' field: unknown source feature")
+        return m
+
+
+def _thresholds_of(bm):
+    return [bm.feature_thresholds(f) for f in range(bm.n_features)]
+
+
+def _mapper(parts, max_bin):
+    offsets = np.concatenate([[0], np.cumsum([p.size for p in parts])]).astype(np.int64)
+    thr = np.concatenate(parts) if parts else np.empty(0)
+    return BinMapper(thr, offsets, max_bin)
+
+
+class OrderedEncoding:
+    """Training-time state of ``cat_encoding="ordered"``: the grower's binned data
+    (``X_cols``, ``X_hist``, ``bin_mapper``), its feature map ``fmap`` and the
+    ``model`` (``CtrModel``) predictions use."""
+
+    def __init__(self, train_set, y, objective, k_out, p):
+        cm = train_set.categories
+        self.F = train_set.n_features
+        self.pos = {j: i for i, j in enumerate(cm.features)}
+        self.codes = train_set.cat_codes
+        self.max_bin = train_set.max_bin
+        self.random_state = p.random_state
+        self.T = targets(y, objective, k_out)
+        n = self.T.shape[0]
+        rng = np.random.default_rng([p.random_state, 0xC7])
+        self.perms = [rng.permutation(n).astype(np.int64) for _ in range(p.ctr_permutations)]
+        cards = {j: cm.n_codes(i) for i, j in enumerate(cm.features)}
+        self.model = CtrModel([], self.T.mean(axis=0), p.ctr_prior_weight, n, cards)
+        self.max_pairs = p.max_ctr_combinations
+        num = [j for j in range(self.F) if j not in self.pos]
+        self.fmap = np.array(num, np.int64)
+        self.parts = [train_set.bin_mapper.feature_thresholds(j) for j in num]
+        self.X_cols = np.ascontiguousarray(train_set.X_cols[num]) if num else None
+        self.evals = []       # [(eval set, its Dataset)]
+        self._add_groups([(j,) for j in cm.features])
+
+    # ---- columns -------------------------------------------------------------------
+    def _train_columns(self, sources):
+        """(group, (n, S + 1) training values: ordered statistics, frequency)."""
+        m = self.model
+        keys = row_keys([self.codes[self.pos[j]] for j in sources],
+                        [m.cards[j] for j in sources])
+        uniq, dense = np.unique(keys, return_inverse=True)
+        dense = dense.astype(np.int64)
+        if uniq.size and uniq[0] < 0:       # missing: code -1, not a key
+            dense -= 1
+            uniq = uniq[1:]
+        S = m.prior.shape[0]
+        sums = np.empty((uniq.size, S))
+        counts = np.empty(uniq.size)
+        _ctr.category_sums(dense, self.T, uniq.size, sums, counts)
+        vals = np.zeros((keys.shape[0], S + 1))
+        for perm in self.perms:
+            _ctr.encode_ordered(dense, self.T, perm, uniq.size, m.prior, m.prior_weight, vals, 0)
+        vals[:, :S] /= len(self.perms)
+        vals[:, S] = np.where(dense >= 0, counts[np.maximum(dense, 0)], 0.0) / m.n_train
+        return CtrGroup(sources, uniq, counts, sums), vals
+
+    def _eval_columns(self, ds, groups):
+        """An eval Dataset's values of ``groups`` (full training statistics)."""
+        m = CtrModel(groups, self.model.prior, self.model.prior_weight, self.model.n_train,
+                     self.model.cards)
+        return m.values(lambda j: ds.cat_codes[self.pos[j]], ds.n_rows)
+
+    def _add_groups(self, sources_list):
+        """Append groups to the model, their binned columns to the grower's data and
+        to every registered eval set."""
+        groups, cols = [], []
+        for sources in sources_list:
+            g, v = self._train_columns(sources)
+            groups.append(g)
+            cols.append(v)
+        first = self.F + self.model.n_out
+        self.model.groups += groups
+        V = np.hstack(cols)
+        bm = BinMapper.fit(V, self.max_bin, random_state=self.random_state)
+        new_cols = bm.transform_columns(V)
+        self.parts += _thresholds_of(bm)
+        self.fmap = np.concatenate([self.fmap, first + np.arange(V.shape[1])]).astype(np.int64)
+        self.X_cols = new_cols if self.X_cols is None else np.ascontiguousarray(
+            np.vstack([self.X_cols, new_cols]))
+        self.bin_mapper = _mapper(self.parts, self.max_bin)
+        sparse = sparse_rows(self.X_cols, self.bin_mapper.feat_off)
+        self.X_hist = self.bin_mapper.to_blocked(self.X_cols) if sparse is None else sparse
+        for ev, ds in self.evals:
+            ev.X_cols = np.ascontiguousarray(np.vstack(
+                [ev.X_cols, bm.transform_columns(self._eval_columns(ds, groups))]))
+
+    def add_eval(self, ev, ds):
+        """Give an eval set (``boosting._EvalSet`` of Dataset ``ds``) the grower's
+        feature space."""
+        num = [j for j in range(self.F) if j not in self.pos]
+        base = ds.X_cols[num]
+        V = self._eval_columns(ds, self.model.groups)
+        bm = _mapper(self.parts[len(num):], self.max_bin)
+        ev.X_cols = np.ascontiguousarray(np.vstack([base, bm.transform_columns(V)]))
+        self.evals.append((ev, ds))
+
+    # ---- trees -----------------------------------------------------------------------
+    def to_model(self, tree):
+        """A grown tree with its features in the model's space."""
+        feature = tree.feature.copy()
+        internal = tree.left >= 0
+        feature[internal] = self.fmap[feature[internal]]
+        return tree._replace(feature=feature)
+
+    def combine(self, trees):
+        """Add groups for the categorical pairs the trees split on along one path
+        (at most ``max_ctr_combinations``); returns whether any was added."""
+        if self.max_pairs <= 0 or len(self.pos) < 2:
+            return False
+        m = self.model
+        singles = {g.sources[0] for g in m.groups if len(g.sources) == 1}
+        score = {}
+        for t in trees:
+            stack = [(0, ())]
+            while stack:
+                i, path = stack.pop()
+                if t.left[i] < 0:
+                    continue
+                f = int(t.feature[i])
+                src = None
+                if f >= self.F:
+                    s = m.sources_of(f - self.F)
+                    src = s[0] if len(s) == 1 and s[0] in singles else None
+                if src is not None:
+                    for q in path:
+                        if q != src:
+                            key = (min(q, src), max(q, src))
+                            score[key] = score.get(key, 0.0) + float(t.gain[i])
+                    path = path + (src,) if src not in path else path
+                stack.append((int(t.left[i]), path))
+                stack.append((int(t.right[i]), path))
+        have = {g.sources for g in m.groups}
+        ranked = sorted((k for k, v in score.items() if v > 0 and k not in have),
+                        key=lambda k: (-score[k], k))[:self.max_pairs]
+        if not ranked:
+            return False
+        self._add_groups(ranked)
+        return True
