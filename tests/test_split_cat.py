@@ -114,3 +114,66 @@ def test_cat_l2_and_smoothing_are_used():
     assert g1 < g0
     g2, _, left2 = _run(H, np.array([0.0, 64.0, 1e6, 0.0, 1.0]))  # huge smoothing: G order
     assert g2 <= g0 and left2
+
+
+def _level(H_list, cat_cfg, cfg=None, mcs=1):
+    """``find_level_split_categorical`` over nodes holding the cells ``H_list``."""
+    from bonsai.backends.cpu.split_cat import find_level_split_categorical
+    k = H_list[0].shape[0] - 1
+    hist = np.stack(H_list)[:, :, :]
+    slots = np.arange(len(H_list), dtype=np.int64)
+    rows = np.array([int(H[:, 1].sum()) & MASK for H in H_list], np.int64)
+    gain = np.empty(1)
+    bits = np.empty((1, (k + 1 + 63) // 64), np.uint64)
+    find_level_split_categorical(hist, slots, rows, np.array([0, k + 1], np.int64),
+                                 np.array([k], np.int64), np.ones(1, np.uint8),
+                                 np.ones(1, np.uint8), SCALES, _cfg() if cfg is None else cfg,
+                                 mcs, cat_cfg, gain, bits)
+    left = {b for b in range(k) if (int(bits[0, b >> 6]) >> (b & 63)) & 1}
+    return gain[0], left
+
+
+@pytest.mark.parametrize("onehot", [0.0, 64.0])
+def test_level_scan_of_one_node_is_the_node_scan(onehot):
+    rng = np.random.default_rng(11)
+    H = _hist(rng, 9, empty={3})
+    cat_cfg = np.array([onehot, 64.0, 0.0, 0.0, 1.0])
+    g1, _, left1 = _run(H, cat_cfg)
+    g2, left2 = _level([H], cat_cfg)
+    assert g2 == g1 and left2 == left1
+
+
+def test_level_scan_sums_the_nodes_gains():
+    """The level's set scores the sum of each node's gain for that set (a node whose
+    child would break the constraints adds nothing), and beats every other prefix."""
+    rng = np.random.default_rng(12)
+    Hs = [_hist(rng, 7), _hist(rng, 7), _hist(rng, 7, rare={1})]
+    cat_cfg = np.array([0.0, 64.0, 0.0, 0.0, 1.0])
+    mcs = 3
+    gain, left = _level(Hs, cat_cfg, mcs=mcs)
+
+    def total(subset):
+        s = 0.0
+        for H in Hs:
+            tg, th, tc = _totals(H)
+            parent = leaf_score(tg / SG, th / SH, 0.0, 0.0, 0.0)
+            a = sum(int(H[b, 0]) for b in subset)
+            c2 = sum(int(H[b, 1]) for b in subset)
+            g, h, c = _decode(np.int64(a), np.int64(c2), False, np.int64(CBITS),
+                              np.int64(MASK), 0.0)
+            v = _split_gain(g, h, c, tg, th, tc, SCALES, _cfg(), mcs, parent, True)
+            s += v if v != -np.inf else 0.0
+        return s
+    assert gain == pytest.approx(total(left), rel=1e-12)
+    for r in range(1, 7):
+        for subset in itertools.combinations(range(7), r):
+            assert total(subset) <= gain * (1 + 1e-9) or not _prefix_of_level_order(Hs, subset)
+
+
+def _prefix_of_level_order(Hs, subset):
+    """Whether ``subset`` is a prefix (from either end) of the level's G/H order."""
+    g = sum(H[:7, 0].astype(float) for H in Hs)
+    h = sum((H[:7, 1] >> CBITS).astype(float) for H in Hs)
+    order = list(np.argsort(g / h, kind="mergesort"))
+    k = len(subset)
+    return set(order[:k]) == set(subset) or set(order[-k:]) == set(subset)
