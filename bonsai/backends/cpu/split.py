@@ -309,30 +309,11 @@ def _best_split(hist, slot, sub_slot, n_rows, feat_off, n_value_bins, feature_ma
     blg = np.int64(0)
     blh = np.int64(0)
     blc = np.int64(0)
-    out_bits[:] = 0
-    bits = out_bits.copy()
     for f in range(n_features):
-        if feature_mask[f] == 0:
+        if feature_mask[f] == 0 or is_cat[f]:
             continue
         nv = n_value_bins[f]
         base = feat_off[f]
-        if is_cat[f]:
-            if sub and f > 0:      # its value bins were left for the scan to subtract
-                for b in range(base, base + nv):
-                    H[b, 0] -= S[b, 0]
-                    if not packed:
-                        H[b, 1] -= S[b, 1]
-            cg, lg, lh, lc = scan_categorical(H[base:base + nv + 1], nv, packed, cbits, mask,
-                                              cf, tg, th, tc, scales, cfg, min_child_samples,
-                                              cat_cfg, bits)
-            if cg > best:
-                best = cg
-                bf = f
-                bb = -1
-                bdl = 0
-                blg, blh, blc = lg, lh, lc
-                out_bits[:] = bits
-            continue
         ma = H[base + nv, 0]
         mc2 = np.int64(0) if packed else H[base + nv, 1]
         mg, mh, mc = _decode(ma, mc2, packed, cbits, mask, cf)
@@ -352,7 +333,6 @@ def _best_split(hist, slot, sub_slot, n_rows, feat_off, n_value_bins, feature_ma
                     bdl = 0
             if bf == f:
                 blg, blh, blc = _decode(ea[bb], ec[bb], packed, cbits, mask, cf)
-                out_bits[:] = 0
             continue
         _gains(ea, ec, nv, mg, mh, mc, tg, th, tc, packed, cbits, mask, cf, scales, cfg,
                min_child_samples, parent, plain, g1)
@@ -370,11 +350,34 @@ def _best_split(hist, slot, sub_slot, n_rows, feat_off, n_value_bins, feature_ma
                 bdl = 1
         if bf == f:
             blg, blh, blc = _decode(ea[bb], ec[bb], packed, cbits, mask, cf)
-            out_bits[:] = 0
             if bdl:
                 blg += mg
                 blh += mh
                 blc += mc
+    # categorical features after the numeric ones (a separate loop: the branch inside
+    # the numeric loop made every scan ~8% slower); a numeric split wins ties
+    out_bits[:] = 0
+    for f in range(n_features):
+        if feature_mask[f] == 0 or is_cat[f] == 0:
+            continue
+        nv = n_value_bins[f]
+        base = feat_off[f]
+        if sub and f > 0:          # its value bins were left for the scan to subtract
+            for b in range(base, base + nv):
+                H[b, 0] -= S[b, 0]
+                if not packed:
+                    H[b, 1] -= S[b, 1]
+        bits = np.empty_like(out_bits)
+        cg, lg, lh, lc = scan_categorical(H[base:base + nv + 1], nv, packed, cbits, mask, cf,
+                                          tg, th, tc, scales, cfg, min_child_samples, cat_cfg,
+                                          bits)
+        if cg > best:
+            best = cg
+            bf = f
+            bb = -1
+            bdl = 0
+            blg, blh, blc = lg, lh, lc
+            out_bits[:] = bits
     out_lsum[0] = blg
     out_lsum[1] = blh
     out_lsum[2] = blc
