@@ -2,7 +2,7 @@
 with their native categorical handling against bonsai, side by side in one run.
 
     python benchmarks/bench_cat.py --repeats 3 --threads 2 \
-        --libs bonsai-ordered-encoder,lightgbm,xgboost,catboost [--rows N] [--rounds N]
+        --libs bonsai-native,bonsai-ordered,lightgbm,xgboost,catboost [--rows N] [--rounds N]
 
 Data (``cat_like``): 500k rows (the last 10% are the test set), 10 numeric features
 and 5 categorical ones with 8 / 100 / 1,000 / 10,000 / 50,000 categories (Zipf-like
@@ -13,10 +13,12 @@ integer codes in shuffled order (their order carries no signal).
 
 Every library gets the same rows, 200 rounds, learning rate 0.1, depth 8 (LightGBM:
 255 leaves capped at depth 8; CatBoost: its oblivious trees), 255 bins, 2 threads.
-``bonsai-ordered-encoder`` is the interim bonsai entry until native categorical
-splits land: ``bonsai.preprocessing.OrderedTargetEncoder`` (4 permutations) turns the
-categorical columns into ordered target statistics, then a depth-wise bonsai model is
-trained on them; its encoding time counts as dataset construction.
+``bonsai-native`` and ``bonsai-ordered`` train depth-wise bonsai models on the
+DataFrame's category columns with ``cat_encoding="native"`` (category-set splits) and
+``"ordered"`` (ordered target statistics, frequencies and pair combinations, computed
+inside ``train``, so they count as fit time).  ``bonsai-ordered-encoder`` is the
+standalone ``bonsai.preprocessing.OrderedTargetEncoder`` (4 permutations) before a
+plain model; its encoding time counts as dataset construction.
 """
 from __future__ import annotations
 
@@ -196,7 +198,7 @@ def worker(lib, rows, threads, rounds):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--worker")
-    ap.add_argument("--libs", default="bonsai-ordered-encoder,lightgbm,xgboost,catboost")
+    ap.add_argument("--libs", default="bonsai-native,bonsai-ordered,lightgbm,xgboost,catboost")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rows", type=int, default=500_000)

@@ -108,9 +108,12 @@ class CategoryMap:
             cats.append([values[i] for i in order])
         return cls(features, cats)
 
-    def apply(self, X, pandas_cats):
-        """The coded copy of ``X`` (only the categorical columns change)."""
-        X = np.array(X, dtype=np.float64 if X.dtype != np.float32 else np.float32, order="C")
+    def apply(self, X, pandas_cats, copy=True):
+        """The coded copy of ``X`` (only the categorical columns change); with
+        ``copy=False`` a C-ordered ``X`` the caller owns is coded in place."""
+        if copy or not X.flags.c_contiguous:
+            X = np.array(X, dtype=np.float64 if X.dtype != np.float32 else np.float32,
+                         order="C")
         for i, j in enumerate(self.features):
             col = X[:, j]
             if j in pandas_cats:

@@ -84,7 +84,9 @@ class Dataset:
                              "the reference Dataset has no categorical features")
         self.cat_codes = None
         if self.categories is not None:
-            X = self.categories.apply(X, pd_cats)
+            # a DataFrame with category columns was converted into a fresh array: coded
+            # in place (no second copy of the matrix)
+            X = self.categories.apply(X, pd_cats, copy=not pd_cats)
             # every category's code (ordered target statistics use them all); the
             # bins keep the max_bin most frequent, the rest share the missing bin
             feats = list(self.categories.features)
