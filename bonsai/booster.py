@@ -111,6 +111,10 @@ class Booster:
             raise ValueError(f"X's feature names differ from the model's (first differences, "
                              f"X vs model: {diff}); reorder the columns to match")
         if self.categories is not None:   # the model's category codes (a C-order copy)
+            extra = sorted(set(pd_cats) - set(self.categories.features))
+            if extra:
+                raise TypeError(f"X: column {names[extra[0]]!r} is categorical, but the "
+                                "model's feature is numeric")
             X = self.categories.apply(X, pd_cats, copy=not pd_cats)
             return X if self.ctr is None else self.ctr.transform(X)
         if not X.flags.c_contiguous:

@@ -288,7 +288,8 @@ def _boost(p, booster, objective, grower, backend, train_set, y, w, raw, evals, 
             objective.grad_hess(y, raw, w, grad, hess)
         _grow_round(p, booster, objective, grower, backend, train_set, y, w, raw, evals,
                     grad, hess, gh, idx_buf, it, k_out, enc)
-        if enc is not None and it + 1 - start == _combination_round(p):
+        if (enc is not None and it + 1 - start == _combination_round(p)
+                and it + 1 < start + p.n_estimators):
             with stage("ctr"):
                 if enc.combine(booster.trees):   # new CTR features: a grower over them
                     grower = Grower(backend, enc.X_hist, enc.X_cols, enc.bin_mapper, p,

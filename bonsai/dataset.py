@@ -79,9 +79,10 @@ class Dataset:
                                 f"names, got {categorical_features!r}")
             feats = resolve_features(categorical_features, names, n_features, pd_cats)
             self.categories = CategoryMap.fit(X, feats, pd_cats) if feats else None
-        if self.categories is None and pd_cats:
-            raise ValueError(f"X: column {names[next(iter(pd_cats))]!r} is categorical but "
-                             "the reference Dataset has no categorical features")
+        extra = sorted(set(pd_cats) - set(self.categorical_features))
+        if extra:     # only with a reference: otherwise every category column is one
+            raise ValueError(f"X: column {names[extra[0]]!r} is categorical but the reference "
+                             "Dataset's column is not")
         self.cat_codes = None
         if self.categories is not None:
             # a DataFrame with category columns was converted into a fresh array: coded

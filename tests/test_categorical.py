@@ -258,6 +258,13 @@ def test_errors(data):
     num = bonsai.train({"n_estimators": 2}, bonsai.Dataset(df[["x"]].assign(z=1.0), label=y))
     with pytest.raises(TypeError, match="categorical"):
         num.predict(df[["c1", "x"]])
+    other = df.copy()
+    other["x"] = pd.Categorical(other["x"].round())     # numeric in the model
+    with pytest.raises(TypeError, match="'x' is categorical"):
+        b.predict(other)
+    ds = bonsai.Dataset(df, label=y, categorical_features=["c2"])
+    with pytest.raises(ValueError, match="'x' is categorical"):
+        bonsai.Dataset(other, label=y, reference=ds)
     bad = json.loads(b.model_to_string())
     bad["categorical"]["features"] = [1]
     with pytest.raises(ValueError, match="not categorical"):
