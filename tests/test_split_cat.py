@@ -118,7 +118,7 @@ def test_cat_l2_and_smoothing_are_used():
 
 def _level(H_list, cat_cfg, cfg=None, mcs=1):
     """``find_level_split_categorical`` over nodes holding the cells ``H_list``."""
-    from bonsai.backends.cpu.split_cat import find_level_split_categorical
+    from bonsai.backends.cpu.split_level import find_level_split_categorical
     k = H_list[0].shape[0] - 1
     hist = np.stack(H_list)[:, :, :]
     slots = np.arange(len(H_list), dtype=np.int64)

@@ -18,6 +18,7 @@ from . import predict as _pred
 from . import predict_binned as _heaps
 from . import split as _split
 from . import split_cat as _split_cat
+from . import split_level as _split_level
 from . import step as _step
 
 NAME = "cpu"
@@ -293,7 +294,7 @@ def find_level_split(pool, slots, node_rows, feat_off, n_value_bins, mask, scale
     candidate over the level's nodes, (n_bins_total, 2)."""
     is_cat, _, _ = _cat_args(n_value_bins.shape[0], is_cat, None)
     out = np.empty((int(feat_off[-1]), 2))
-    _split.find_level_split(pool.hist, slots, node_rows, feat_off, n_value_bins, mask, is_cat,
+    _split_level.find_level_split(pool.hist, slots, node_rows, feat_off, n_value_bins, mask, is_cat,
                             scales, cfg, min_child_samples, out)
     return out
 
@@ -304,7 +305,7 @@ def find_level_split_categorical(pool, slots, node_rows, feat_off, n_value_bins,
     summed gain: (gain (F,), bits (F, cat_words))."""
     gain = np.empty(n_value_bins.shape[0])
     bits = np.empty((n_value_bins.shape[0], cat_words), np.uint64)
-    _split_cat.find_level_split_categorical(pool.hist, slots, node_rows, feat_off,
+    _split_level.find_level_split_categorical(pool.hist, slots, node_rows, feat_off,
                                             n_value_bins, mask, is_cat, scales, cfg,
                                             min_child_samples, cat_cfg, gain, bits)
     return gain, bits

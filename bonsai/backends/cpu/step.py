@@ -395,7 +395,8 @@ def split_nodes(layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, 
     ``scan_children`` and ``write_children`` in one call.
 
     Node i is split on its table fields (feature, bin, default_left; bin -1: the
-    categorical split of its bitset row ``t_bits[i]``) and its histogram is in its slot; ``new_slot[i]`` is a free slot for its smaller child.
+    categorical split of its bitset row ``t_bits[i]``) and its histogram is in its
+    slot; ``new_slot[i]`` is a free slot for its smaller child.
     ``masks (2m, F)`` are the children's usable features (zeros: only the
     subtraction and the node sums, for oblivious trees, whose split is chosen per
     level).  Returns (n_expand, n_free): ``out_expand[:n_expand]`` the children that
