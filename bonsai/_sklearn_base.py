@@ -19,7 +19,7 @@ _D = {spec.name: spec.default for spec in PARAM_TABLE}
 
 _SPARSE = ("csr", "csc", "coo")
 _CLASSIFICATION_OBJECTIVES = ("binary", "multiclass")
-_IMPORTANCE_TYPES = ("gain", "split")
+_IMPORTANCE_TYPES = Booster.IMPORTANCE_TYPES
 
 
 # ---------------------------------------------------------------------------
@@ -284,12 +284,16 @@ class _BonsaiModel(BaseEstimator):
 
     @property
     def feature_importances_(self):
-        """Raw total importance per feature (see ``importance_type``), shape (n_features,)."""
+        """Importance per feature (``importance_type``: split, gain, total_gain, cover,
+        total_cover; see ``Booster.feature_importance``), normalised to sum to 1 as in
+        scikit-learn and XGBoost (all zeros when no tree splits), shape (n_features,)."""
         check_is_fitted(self)
         if self.importance_type not in _IMPORTANCE_TYPES:
             raise ValueError(f"importance_type must be one of {_IMPORTANCE_TYPES}, "
                              f"got {self.importance_type!r}")
-        return self.booster_.feature_importance(self.importance_type)
+        imp = self.booster_.feature_importance(self.importance_type)
+        total = imp.sum()
+        return imp / total if total > 0 else imp
 
     # -- model files ------------------------------------------------------------
     def save_model(self, path):

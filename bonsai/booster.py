@@ -121,7 +121,8 @@ class Booster:
             X = np.ascontiguousarray(X)
         return X
 
-    def predict(self, X, output_margin=False, iteration_range=None, pred_leaf=False):
+    def predict(self, X, output_margin=False, iteration_range=None, pred_leaf=False,
+                pred_contribs=False, pred_interactions=False):
         """Predict.
 
         Parameters
@@ -131,11 +132,18 @@ class Booster:
         iteration_range : (start, end) rounds, optional -- default: up to the best
             iteration when early stopping ran, else every round
         pred_leaf : bool -- return leaf node indices, shape (n, n_trees) int32
+        pred_contribs : bool -- SHAP values (exact TreeSHAP), shape (n, F + 1), the
+            last column the bias; (n, K, F + 1) for multiclass.  Rows sum to the margin.
+        pred_interactions : bool -- SHAP interaction values, (n, F + 1, F + 1) or
+            (n, K, F + 1, F + 1) (see ``bonsai.explain``)
 
         Returns
         -------
         (n,) for one output, (n, K) for multiclass; probabilities for ``binary``.
         """
+        if pred_contribs or pred_interactions:
+            from .explain import shap_values
+            return shap_values(self, X, iteration_range, interactions=bool(pred_interactions))
         X = self._check_X(X)
         t0, t1 = self._tree_range(iteration_range)
         ens, obl = self._ensemble(t0, t1)
@@ -157,22 +165,76 @@ class Booster:
         return self._objective().transform(np.ascontiguousarray(raw.T))
 
     # ---- importance --------------------------------------------------------------
+    IMPORTANCE_TYPES = ("split", "gain", "total_gain", "cover", "total_cover")
+
     def feature_importance(self, importance_type="split", iteration_range=None):
-        """Per-feature importance: ``"split"`` (times used) or ``"gain"`` (total gain)."""
-        if importance_type not in ("split", "gain"):
-            raise ValueError(f"importance_type must be 'split' or 'gain', got {importance_type!r}")
+        """Per-feature importance (XGBoost's kinds): ``"split"`` (times a feature is
+        split on), ``"total_gain"`` / ``"gain"`` (the sum / mean of its splits'
+        gains), ``"total_cover"`` / ``"cover"`` (the sum / mean of the hessian cover
+        of the nodes it splits).  CTR features (``cat_encoding="ordered"``) count for
+        their categorical sources."""
+        if importance_type not in self.IMPORTANCE_TYPES:
+            raise ValueError(f"importance_type must be one of {self.IMPORTANCE_TYPES}, got "
+                             f"{importance_type!r}")
         t0, t1 = self._tree_range(iteration_range)
         n_ctr = 0 if self.ctr is None else self.ctr.n_out
-        out = np.zeros(self.n_features + n_ctr)
+        n_ext = self.n_features + n_ctr
+        splits = np.zeros(n_ext)
+        total = np.zeros(n_ext)
         for tree in self.trees[t0:t1]:
             internal = tree.left >= 0
-            w = np.ones(int(internal.sum())) if importance_type == "split" else tree.gain[internal]
-            np.add.at(out, tree.feature[internal], w)
+            f = tree.feature[internal]
+            np.add.at(splits, f, 1.0)
+            if importance_type in ("gain", "total_gain"):
+                np.add.at(total, f, tree.gain[internal])
+            elif importance_type in ("cover", "total_cover"):
+                np.add.at(total, f, tree.cover[internal])
+        F = self.n_features
         for e in range(n_ctr):   # a CTR feature counts for its categorical sources
             src = self.ctr.sources_of(e)
             for j in src:
-                out[j] += out[self.n_features + e] / len(src)
-        return out[:self.n_features]
+                splits[j] += splits[F + e] / len(src)
+                total[j] += total[F + e] / len(src)
+        splits, total = splits[:F], total[:F]
+        if importance_type == "split":
+            return splits
+        if importance_type.startswith("total_"):
+            return total
+        return np.divide(total, splits, out=np.zeros(F), where=splits > 0)
+
+    # ---- inspection and export ---------------------------------------------------
+    def trees_to_dataframe(self):
+        """Every node of every tree as a pandas DataFrame (``bonsai.inspection``)."""
+        from .inspection import trees_to_dataframe
+        return trees_to_dataframe(self)
+
+    def dump_model(self):
+        """The model as a JSON-ready dict with per-node gain and cover
+        (``bonsai.inspection``)."""
+        from .inspection import dump_model
+        return dump_model(self)
+
+    def to_onnx(self, opset=None):
+        """An ONNX model (ai.onnx.ml tree ensembles; ``bonsai.export``)."""
+        from .export import to_onnx
+        return to_onnx(self, opset=opset)
+
+    def to_treelite(self):
+        """A Treelite model built with its model builder (``bonsai.export``)."""
+        from .export import to_treelite
+        return to_treelite(self)
+
+    @staticmethod
+    def from_xgboost(model):
+        """A Booster from an XGBoost JSON model (``bonsai.importers``)."""
+        from .importers import from_xgboost
+        return from_xgboost(model)
+
+    @staticmethod
+    def from_lightgbm(model):
+        """A Booster from a LightGBM text model (``bonsai.importers``)."""
+        from .importers import from_lightgbm
+        return from_lightgbm(model)
 
     # ---- model files -------------------------------------------------------------
     def _to_doc(self):

@@ -115,7 +115,7 @@ def test_objective_errors():
     with pytest.raises(ValueError, match="use BonsaiClassifier"):
         BonsaiRegressor(objective="binary", n_estimators=2).fit(X, y % 2)
     with pytest.raises(ValueError, match="importance_type"):
-        BonsaiRegressor(importance_type="cover", n_estimators=2).fit(X, y)
+        BonsaiRegressor(importance_type="weight", n_estimators=2).fit(X, y)
     with pytest.raises(ValueError, match="learning_rate"):
         BonsaiRegressor(learning_rate=-1.0, n_estimators=2).fit(X, y)
 
@@ -206,7 +206,8 @@ def test_eval_set_labels_encoded_with_training_classes():
 # Importances.
 # ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("importance_type", ["gain", "split"])
+@pytest.mark.parametrize("importance_type", ["gain", "split", "total_gain", "cover",
+                                             "total_cover"])
 def test_feature_importances(importance_type):
     X, y = _reg_data()
     reg = BonsaiRegressor(n_estimators=N_EST, importance_type=importance_type).fit(X, y)
@@ -215,7 +216,9 @@ def test_feature_importances(importance_type):
     assert np.all(imp >= 0)
     assert imp.sum() > 0
     assert np.argmax(imp) == 0  # y depends mostly on feature 0
-    np.testing.assert_array_equal(imp, reg.booster_.feature_importance(importance_type))
+    raw = reg.booster_.feature_importance(importance_type)
+    np.testing.assert_allclose(imp, raw / raw.sum(), rtol=1e-15)
+    assert imp.sum() == pytest.approx(1.0)
 
 
 # ---------------------------------------------------------------------------
