@@ -182,3 +182,21 @@ def test_deterministic_at_any_thread_count(lgb_example):
     one = b.predict(Xt, pred_contribs=True)
     b.n_threads = 2
     assert np.array_equal(b.predict(Xt, pred_contribs=True), one)
+
+
+def test_imported_xgboost_model_matches_xgboost_contributions(lgb_example):
+    xgb = pytest.importorskip("xgboost")
+    X, y, Xt, _ = lgb_example("binary")
+    X = X[:3000].astype(np.float32)
+    X[::11, 3] = np.nan
+    Xt = Xt.astype(np.float32)
+    Xt[::7, 5] = np.nan
+    xb = xgb.train({"objective": "binary:logistic", "max_depth": 5, "nthread": 2},
+                   xgb.DMatrix(X, label=y[:3000]), 30)
+    b = bonsai.Booster.from_xgboost(xb)
+    d = xgb.DMatrix(Xt)
+    np.testing.assert_allclose(b.predict(Xt, pred_contribs=True),
+                               xb.predict(d, pred_contribs=True), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(b.predict(Xt[:50], pred_interactions=True),
+                               xb.predict(xgb.DMatrix(Xt[:50]), pred_interactions=True),
+                               rtol=1e-5, atol=1e-5)

@@ -30,9 +30,10 @@ def _extend(pf, pz, po, pw, d, n, zero, one, feat):
     pz[d, n] = zero
     po[d, n] = one
     pw[d, n] = 1.0 if n == 0 else 0.0
+    inv = 1.0 / (n + 1)
     for i in range(n - 1, -1, -1):
-        pw[d, i + 1] += one * pw[d, i] * (i + 1) / (n + 1)
-        pw[d, i] = zero * pw[d, i] * (n - i) / (n + 1)
+        pw[d, i + 1] += one * pw[d, i] * ((i + 1) * inv)
+        pw[d, i] = zero * pw[d, i] * ((n - i) * inv)
 
 
 @njit(cache=True, inline="always")
@@ -57,26 +58,40 @@ def _unwind(pf, pz, po, pw, d, n, k):
 
 
 @njit(cache=True, inline="always")
-def _unwound_sum(pz, po, pw, d, n, k):
-    """Sum of the weights of path row d (length n) with element k removed."""
-    one = po[d, k]
-    zero = pz[d, k]
+def _leaf_add(pf, pz, po, pw, d, n, v, inv, phi):
+    """At a leaf with path row d of length n: ``phi[feature of element k] +=``
+    (its one fraction - its zero fraction) * v * (the path's weights summed with
+    element k unwound), for every element but the root's placeholder.
+
+    Unwinding an element of one fraction 0 divides each weight by its
+    ``zero * (n - 1 - i) / n``, so those sums share one pass (``cold``); an element
+    of one fraction 1 (on the row's own path) takes its own O(n) pass.  ``inv[i]`` is
+    ``1 / i``: multiplications instead of divisions in the inner loops."""
     last = n - 1
-    nxt = pw[d, last]
-    total = 0.0
-    for i in range(last - 1, -1, -1):
+    cold = 0.0
+    for i in range(last):
+        cold += pw[d, i] * inv[last - i]
+    for k in range(1, n):
+        one = po[d, k]
+        zero = pz[d, k]
         if one != 0.0:
-            tmp = nxt * n / ((i + 1) * one)
-            total += tmp
-            nxt = pw[d, i] - tmp * zero * (last - i) / n
+            a = n / one
+            b = zero * inv[n]
+            nxt = pw[d, last]
+            total = 0.0
+            for i in range(last - 1, -1, -1):
+                tmp = nxt * a * inv[i + 1]
+                total += tmp
+                nxt = pw[d, i] - tmp * b * (last - i)
         else:
-            total += pw[d, i] * n / (zero * (last - i))
-    return total
+            total = cold * n / zero
+        phi[pf[d, k]] += total * (one - zero) * v
 
 
 @njit(cache=True)
 def _tree_shap(x, base, feature, threshold, default_left, left, right, value, cover, cat_ptr,
-               cat_words, depth, cond, cond_feat, phi):
+               cat_words, cond, cond_feat, phi, pf, pz, po, pw, s_node, s_d, s_n, s_zero, s_one,
+               s_feat, s_frac, inv):
     """Add one tree's SHAP values for row ``x`` to ``phi (F,)``.
 
     The paper's recursion as a depth-first walk with an explicit stack (numba's
@@ -86,20 +101,8 @@ def _tree_shap(x, base, feature, threshold, default_left, left, right, value, co
     ``cond`` 0: plain SHAP; +1 / -1: feature ``cond_feat`` held present / absent
     (never put on the path; its effect is carried by the conditioning fraction).
     Path row d - 1 is intact when a node at depth d is popped: everything walked in
-    between lies deeper."""
-    m = depth + 2
-    pf = np.empty((m, m), np.int64)
-    pz = np.empty((m, m))
-    po = np.empty((m, m))
-    pw = np.empty((m, m))
-    cap = 2 * m + 2
-    s_node = np.empty(cap, np.int64)
-    s_d = np.empty(cap, np.int64)
-    s_n = np.empty(cap, np.int64)
-    s_zero = np.empty(cap)
-    s_one = np.empty(cap)
-    s_feat = np.empty(cap, np.int64)
-    s_frac = np.empty(cap)
+    between lies deeper.  The path rows ``pf, pz, po, pw (D + 2, D + 2)`` and the
+    stack ``s_* (2 D + 6,)`` are scratch of the caller (D: the deepest tree)."""
     s_node[0] = 0
     s_d[0] = 0
     s_n[0] = 0
@@ -128,10 +131,7 @@ def _tree_shap(x, base, feature, threshold, default_left, left, right, value, co
             n += 1
         j = base + node
         if left[j] < 0:
-            v = value[j] * frac
-            for i in range(1, n):
-                w = _unwound_sum(pz, po, pw, d, n, i)
-                phi[pf[d, i]] += w * (po[d, i] - pz[d, i]) * v
+            _leaf_add(pf, pz, po, pw, d, n, value[j] * frac, inv, phi)
             continue
         f = feature[j]
         if _go_left(x[f], j, threshold, default_left, cat_ptr, cat_words):
@@ -184,6 +184,22 @@ def _tree_shap(x, base, feature, threshold, default_left, left, right, value, co
 
 
 @njit(cache=True)
+def _scratch(tree_depth):
+    """A walk's path rows and stack, sized for the deepest tree."""
+    depth = 0
+    for t in range(tree_depth.shape[0]):
+        depth = max(depth, tree_depth[t])
+    m = depth + 2
+    cap = 2 * m + 2
+    inv = np.zeros(m + 2)
+    for i in range(1, m + 2):
+        inv[i] = 1.0 / i
+    return (np.empty((m, m), np.int64), np.empty((m, m)), np.empty((m, m)), np.empty((m, m)),
+            np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, np.int64),
+            np.empty(cap), np.empty(cap), np.empty(cap, np.int64), np.empty(cap), inv)
+
+
+@njit(cache=True)
 def expected_values(left, value, cover, tree_offset, out):
     """``out[t]``: tree t's mean output over its training cover (the value of the
     empty coalition): leaves weighted by cover / root cover."""
@@ -206,9 +222,12 @@ def shap_values(X, feature, threshold, default_left, left, right, value, cover, 
     n_trees = tree_offset.shape[0] - 1
     for r in prange(X.shape[0]):
         x = X[r]
+        pf, pz, po, pw, s_node, s_d, s_n, s_zero, s_one, s_feat, s_frac, inv = _scratch(
+            tree_depth)
         for t in range(n_trees):
             _tree_shap(x, tree_offset[t], feature, threshold, default_left, left, right, value,
-                       cover, cat_ptr, cat_words, tree_depth[t], 0, -1, out[r, tree_class[t]])
+                       cover, cat_ptr, cat_words, 0, -1, out[r, tree_class[t]], pf, pz, po, pw,
+                       s_node, s_d, s_n, s_zero, s_one, s_feat, s_frac, inv)
 
 
 @parallel_kernel
@@ -225,6 +244,8 @@ def shap_interactions(X, feature, threshold, default_left, left, right, value, c
         x = X[r]
         on = np.empty(f_out)
         off = np.empty(f_out)
+        pf, pz, po, pw, s_node, s_d, s_n, s_zero, s_one, s_feat, s_frac, inv = _scratch(
+            tree_depth)
         for t in range(n_trees):
             k = tree_class[t]
             for q in range(tree_feat_ptr[t], tree_feat_ptr[t + 1]):
@@ -232,9 +253,11 @@ def shap_interactions(X, feature, threshold, default_left, left, right, value, c
                 on[:] = 0.0
                 off[:] = 0.0
                 _tree_shap(x, tree_offset[t], feature, threshold, default_left, left, right,
-                           value, cover, cat_ptr, cat_words, tree_depth[t], 1, j, on)
+                           value, cover, cat_ptr, cat_words, 1, j, on, pf, pz, po, pw, s_node,
+                           s_d, s_n, s_zero, s_one, s_feat, s_frac, inv)
                 _tree_shap(x, tree_offset[t], feature, threshold, default_left, left, right,
-                           value, cover, cat_ptr, cat_words, tree_depth[t], -1, j, off)
+                           value, cover, cat_ptr, cat_words, -1, j, off, pf, pz, po, pw,
+                           s_node, s_d, s_n, s_zero, s_one, s_feat, s_frac, inv)
                 for i in range(f_out):
                     if i != j:
                         out[r, k, i, j] += (on[i] - off[i]) / 2.0
