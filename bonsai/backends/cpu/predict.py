@@ -123,22 +123,26 @@ def _go_left(x, j, threshold, default_left, cat_ptr, cat_words):
     return x <= threshold[j]
 
 
+@njit(cache=True, inline="always")
+def _leaf_of(x, base, feature, threshold, default_left, left, right, cat_ptr, cat_words):
+    """The leaf (tree-relative node index) row ``x`` reaches in the tree at ``base``."""
+    node = 0
+    while left[base + node] >= 0:
+        j = base + node
+        go_left = _go_left(x[feature[j]], j, threshold, default_left, cat_ptr, cat_words)
+        node = left[j] if go_left else right[j]
+    return node
+
+
 @parallel_kernel
 def predict_leaf(X, feature, threshold, default_left, left, right, cat_ptr, cat_words,
                  tree_offset, out):
     """Leaf node index (within its tree) of every row in every tree. out (n, T) int32."""
-    n = X.shape[0]
     n_trees = tree_offset.shape[0] - 1
-    for r in prange(n):
+    for r in prange(X.shape[0]):
         for t in range(n_trees):
-            base = tree_offset[t]
-            node = 0
-            while left[base + node] >= 0:
-                j = base + node
-                go_left = _go_left(X[r, feature[j]], j, threshold, default_left, cat_ptr,
-                                   cat_words)
-                node = left[j] if go_left else right[j]
-            out[r, t] = node
+            out[r, t] = _leaf_of(X[r], tree_offset[t], feature, threshold, default_left, left,
+                                 right, cat_ptr, cat_words)
 
 
 @parallel_kernel
@@ -146,17 +150,12 @@ def predict_nodes(X, feature, threshold, default_left, left, right, value, cat_p
                   tree_offset, tree_class, out):
     """Add every tree's output to ``out (n, K)`` with a plain node walk that also takes
     categorical splits (models with them; trees in order for each row)."""
-    n = X.shape[0]
     n_trees = tree_offset.shape[0] - 1
-    for r in prange(n):
+    for r in prange(X.shape[0]):
         for t in range(n_trees):
             base = tree_offset[t]
-            node = 0
-            while left[base + node] >= 0:
-                j = base + node
-                go_left = _go_left(X[r, feature[j]], j, threshold, default_left, cat_ptr,
-                                   cat_words)
-                node = left[j] if go_left else right[j]
+            node = _leaf_of(X[r], base, feature, threshold, default_left, left, right, cat_ptr,
+                            cat_words)
             out[r, tree_class[t]] += value[base + node]
 
 

@@ -28,6 +28,16 @@ from numba import njit
 from .split import NEG_INF, _decode, _split_gain, leaf_score
 
 
+@njit(cache=True, inline="always")
+def cat_settings(cfg, cat_cfg):
+    """(max_cat_to_onehot, max_cat_threshold, cat_smooth, min_data_per_group, the
+    children's split settings (reg_lambda + cat_l2), plain gain) of ``cat_cfg``."""
+    ccfg = cfg.copy()
+    ccfg[0] += cat_cfg[3]
+    return (np.int64(cat_cfg[0]), np.int64(cat_cfg[1]), cat_cfg[2], cat_cfg[4], ccfg,
+            ccfg[2] <= 0.0 and ccfg[1] == 0.0)
+
+
 @njit(cache=True)
 def scan_categorical(H, nv, packed, cbits, mask, cf, tg, th, tc, scales, cfg, min_child_samples,
                      cat_cfg, out_bits):
@@ -40,13 +50,7 @@ def scan_categorical(H, nv, packed, cbits, mask, cf, tg, th, tc, scales, cfg, mi
     Returns (gain, left grad, left hess, left count); gain -inf (and no bit set) when
     no split satisfies the constraints.
     """
-    max_onehot = np.int64(cat_cfg[0])
-    max_threshold = np.int64(cat_cfg[1])
-    smooth = cat_cfg[2]
-    min_group = cat_cfg[4]
-    ccfg = cfg.copy()
-    ccfg[0] += cat_cfg[3]
-    plain = ccfg[2] <= 0.0 and ccfg[1] == 0.0
+    max_onehot, max_threshold, smooth, min_group, ccfg, plain = cat_settings(cfg, cat_cfg)
     parent = leaf_score(tg * scales[4], th * scales[5], cfg[0], cfg[1], cfg[2])
     out_bits[:] = 0
     used = np.empty(nv, np.int64)

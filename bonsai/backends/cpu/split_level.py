@@ -9,6 +9,7 @@ import numpy as np
 from numba import njit, prange
 
 from .split import NEG_INF, _decode, _node_sums, _split_gain, leaf_score
+from .split_cat import cat_settings
 
 
 @njit(parallel=True, cache=True)
@@ -116,13 +117,7 @@ def find_level_split_categorical(hist, slots, node_rows, feat_off, n_value_bins,
     cbits = np.int64(scales[2])
     packed = scales[3] != 0.0
     mask = (np.int64(1) << cbits) - 1
-    max_onehot = np.int64(cat_cfg[0])
-    max_threshold = np.int64(cat_cfg[1])
-    smooth = cat_cfg[2]
-    min_group = cat_cfg[4]
-    ccfg = cfg.copy()
-    ccfg[0] += cat_cfg[3]
-    plain = ccfg[2] <= 0.0 and ccfg[1] == 0.0
+    max_onehot, max_threshold, smooth, min_group, ccfg, plain = cat_settings(cfg, cat_cfg)
     tots = np.empty((m, 3), np.int64)
     parents = np.empty(m)
     cfs = np.empty(m)
