@@ -13,7 +13,9 @@ features:
   of them, so a row's own target never enters its value;
 * the key's frequency: its share of the training rows (no target, no leakage).
 
-The model stores each group's keys with their training counts and target sums;
+Sample weights do not enter the statistics (counts and sums are over rows, as in
+``OrderedTargetEncoder``).  The model stores each group's keys with their training
+counts and target sums;
 prediction gives every row the statistics of all the training rows
 (``CtrModel.transform``).  Sums run in row or permutation order, so values do not
 depend on threads.
