@@ -23,19 +23,21 @@ def _pick(kernel, n):
     return kernel if parallel_predict(n) else kernel.serial
 
 
-def _fold(booster):
-    """(F_ext, F) matrix that moves CTR features' attributions to their sources (the
-    identity on the input features)."""
+def _fold(booster, a, axis):
+    """``a`` with its CTR-feature entries along ``axis`` (the model's input features
+    first, then the CTR features) moved to their categorical sources (a pair's in
+    halves): the input features only.  The identity without CTR features."""
     F = booster.n_features
     ctr = booster.ctr
-    n_ctr = 0 if ctr is None else ctr.n_out
-    A = np.zeros((F + n_ctr, F))
-    A[np.arange(F), np.arange(F)] = 1.0
-    for e in range(n_ctr):
+    if ctr is None:
+        return a
+    a = np.moveaxis(a, axis, 0)
+    out = a[:F].copy()
+    for e in range(ctr.n_out):
         src = ctr.sources_of(e)
         for j in src:
-            A[F + e, j] = 1.0 / len(src)
-    return A
+            out[j] += a[F + e] / len(src)
+    return np.moveaxis(out, 0, axis)
 
 
 def _tree_features(ens):
@@ -62,8 +64,7 @@ def shap_values(booster, X, iteration_range=None, interactions=False):
     n = Xc.shape[0]
     K = booster.n_outputs
     F = booster.n_features
-    A = _fold(booster)
-    f_ext = A.shape[0]
+    f_ext = F + (0 if booster.ctr is None else booster.ctr.n_out)
     expected = np.zeros(len(trees))
     _shap.expected_values(ens.left, ens.value, cover, ens.tree_offset, expected)
     bias = np.asarray(booster.base_score, np.float64).copy()
@@ -78,7 +79,7 @@ def shap_values(booster, X, iteration_range=None, interactions=False):
         _pick(_shap.shap_values, n)(*args, phi)
         if not interactions:
             out = np.empty((n, K, F + 1))
-            out[:, :, :F] = phi @ A
+            out[:, :, :F] = _fold(booster, phi, 2)
             out[:, :, F] = bias
             return out[:, 0, :] if K == 1 else out
         inter = np.zeros((n, K, f_ext, f_ext))
@@ -90,6 +91,6 @@ def shap_values(booster, X, iteration_range=None, interactions=False):
     idx = np.arange(f_ext)
     inter[:, :, idx, idx] = diag
     out = np.zeros((n, K, F + 1, F + 1))
-    out[:, :, :F, :F] = np.einsum("ia,nkab,jb->nkij", A.T, inter, A.T, optimize=True)
+    out[:, :, :F, :F] = _fold(booster, _fold(booster, inter, 2), 3)
     out[:, :, F, F] = bias
     return out[:, 0] if K == 1 else out

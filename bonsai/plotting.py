@@ -66,6 +66,18 @@ def _label(text, **fields):
 
 # ---- importance ------------------------------------------------------------------
 
+def _decorate(ax, title, xlabel, ylabel, grid, **fields):
+    """Title, axis labels (``@field@`` placeholders filled in) and grid; returns ax."""
+    if title is not None:
+        ax.set_title(_label(title, **fields))
+    if xlabel is not None:
+        ax.set_xlabel(_label(xlabel, **fields))
+    if ylabel is not None:
+        ax.set_ylabel(_label(ylabel, **fields))
+    ax.grid(grid)
+    return ax
+
+
 def plot_importance(model, importance_type="gain", max_num_features=None, ax=None,
                     title="Feature importance", xlabel="Feature importance (@importance_type@)",
                     ylabel="Features", height=0.2, grid=True, show_values=True, precision=3,
@@ -107,14 +119,7 @@ def plot_importance(model, importance_type="gain", max_num_features=None, ax=Non
                     va="center")
     ax.set_xlim(0, values.max() * 1.1)
     ax.set_ylim(-1, len(order))
-    if title is not None:
-        ax.set_title(_label(title, importance_type=importance_type))
-    if xlabel is not None:
-        ax.set_xlabel(_label(xlabel, importance_type=importance_type))
-    if ylabel is not None:
-        ax.set_ylabel(_label(ylabel, importance_type=importance_type))
-    ax.grid(grid)
-    return ax
+    return _decorate(ax, title, xlabel, ylabel, grid, importance_type=importance_type)
 
 
 # ---- one tree ----------------------------------------------------------------------
@@ -325,11 +330,4 @@ def plot_metric(model_or_evals_result, metric=None, dataset_names=None, ax=None,
     for d, v in curves:
         ax.plot(np.arange(v.size), v, label=d)
     ax.legend(loc="best")
-    if title is not None:
-        ax.set_title(_label(title, metric=metric))
-    if xlabel is not None:
-        ax.set_xlabel(_label(xlabel, metric=metric))
-    if ylabel is not None:
-        ax.set_ylabel(_label(ylabel, metric=metric))
-    ax.grid(grid)
-    return ax
+    return _decorate(ax, title, xlabel, ylabel, grid, metric=metric)

@@ -136,13 +136,13 @@ class Tree(NamedTuple):
     def _is_symmetric(self):
         """Every level splits every node, all on one (feature, threshold, default)."""
         level = [0]
+        cat = self.is_categorical()
         while True:
             internal = [i for i in level if self.left[i] >= 0]
             if not internal:
                 return True
             if len(internal) != len(level):
                 return False
-            cat = self.is_categorical()
             keys = {(int(self.feature[i]), repr(float(self.threshold[i])),
                      int(self.default_left[i]), tuple(self.cat_left(i)) if cat[i] else ())
                     for i in level}

@@ -199,15 +199,9 @@ def find_best_splits(pool, slots, node_rows, feat_off, n_value_bins, masks, scal
     (``is_cat``) has bin -1 and its left categories in ``bits (m, cat_words)``."""
     m = slots.shape[0]
     is_cat, cat_cfg, cat_words = _cat_args(n_value_bins.shape[0], is_cat, cat_cfg, cat_words)
-    bits = np.empty((m, cat_words), np.uint64)
     if sub_slots is None:
         sub_slots = np.full(m, -1, np.int64)
-    gain = np.empty(m)
-    feature = np.empty(m, np.int64)
-    bin_ = np.empty(m, np.int64)
-    default_left = np.empty(m, np.uint8)
-    left_sums = np.empty((m, 3), np.int64)
-    sums = np.empty((m, 3), np.int64)
+    gain, feature, bin_, default_left, left_sums, sums, bits = _step.split_outputs(m, cat_words)
     _pick(_split.find_best_splits, m >= MIN_PARALLEL_SPLIT_NODES)(
         pool.hist, slots, sub_slots, node_rows, feat_off, n_value_bins, masks, is_cat, cat_cfg,
         scales, cfg, min_child_samples, gain, feature, bin_, default_left, left_sums, sums, bits)
@@ -270,13 +264,7 @@ def split_nodes(pool, nodes, batch, X_cols, X_hist, feat_off, n_value_bins, miss
             _step.build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, idx, False,
                         b_start, b_stop, b_slot, scratch, n_threads, MIN_ROWS_PER_THREAD,
                         MIN_PARALLEL_SPLIT_NODES, pool.hist)
-    gain = np.empty(2 * m)
-    c_feat = np.empty(2 * m, np.int64)
-    c_bin = np.empty(2 * m, np.int64)
-    c_dl = np.empty(2 * m, np.uint8)
-    lsum = np.empty((2 * m, 3), np.int64)
-    sums = np.empty((2 * m, 3), np.int64)
-    c_bits = np.empty((2 * m, t_bits.shape[1]), np.uint64)
+    gain, c_feat, c_bin, c_dl, lsum, sums, c_bits = _step.split_outputs(2 * m, t_bits.shape[1])
     with _profile.stage("splits"):
         _step.scan_children(pool.hist, starts, stops, nleft, slot, sub, feat_off, n_value_bins,
                             masks, is_cat, cat_cfg, scales, cfg, min_child_samples,

@@ -172,6 +172,17 @@ def range_sums(hist, slots, lo, hi, extra, cbits, packed, cnt_factor, out):
 
 
 @njit(cache=True, inline="always")
+def scan_params(scales, cfg):
+    """(grad scale, hess scale, count_bits, packed, count mask, reg_lambda, reg_alpha,
+    max_delta_step, plain gain) of a scan's ``scales`` and ``cfg``."""
+    cbits = np.int64(scales[2])
+    alpha = cfg[1]
+    mds = cfg[2]
+    return (scales[0], scales[1], cbits, scales[3] != 0.0, (np.int64(1) << cbits) - 1,
+            cfg[0], alpha, mds, mds <= 0.0 and alpha == 0.0)
+
+
+@njit(cache=True, inline="always")
 def _prefix(H, S, sub, packed, ea, ec):
     """Prefix sums of a feature's value bins ``H (nv, C)``: ``ea[b], ec[b]`` are the
     left cell sums of threshold b.  With ``sub``, ``H -= S`` first, bin by bin (the
@@ -268,15 +279,7 @@ def _best_split(hist, slot, sub_slot, n_rows, feat_off, n_value_bins, feature_ma
     ``out_sums (3,)`` and, for a categorical split (bin -1), the left categories'
     bitset ``out_bits (W,)`` (zeros otherwise)."""
     n_features = n_value_bins.shape[0]
-    sg = scales[0]
-    sh = scales[1]
-    cbits = np.int64(scales[2])
-    packed = scales[3] != 0.0
-    mask = (np.int64(1) << cbits) - 1
-    lam = cfg[0]
-    alpha = cfg[1]
-    mds = cfg[2]
-    plain = mds <= 0.0 and alpha == 0.0
+    sg, sh, cbits, packed, mask, lam, alpha, mds, plain = scan_params(scales, cfg)
     ea = np.empty(max_nv, np.int64)
     ec = np.empty(max_nv, np.int64)
     g0 = np.empty(max_nv)
@@ -285,11 +288,11 @@ def _best_split(hist, slot, sub_slot, n_rows, feat_off, n_value_bins, feature_ma
     sub = sub_slot >= 0
     S = hist[sub_slot] if sub else H
     if sub:
-        # feature 0 (it gives the node sums), masked features and missing bins here;
-        # the scan subtracts the other value bins as it passes them
+        # feature 0 (it gives the node sums), masked and categorical features and the
+        # missing bins here; the scan subtracts the other value bins as it passes them
         for f in range(n_features):
             lo = feat_off[f]
-            if f > 0 and feature_mask[f] != 0:
+            if f > 0 and feature_mask[f] != 0 and is_cat[f] == 0:
                 lo += n_value_bins[f]
             for b in range(lo, feat_off[f + 1]):
                 H[b, 0] -= S[b, 0]
@@ -357,17 +360,12 @@ def _best_split(hist, slot, sub_slot, n_rows, feat_off, n_value_bins, feature_ma
     # categorical features after the numeric ones (a separate loop: the branch inside
     # the numeric loop made every scan ~8% slower); a numeric split wins ties
     out_bits[:] = 0
+    bits = np.empty_like(out_bits)
     for f in range(n_features):
         if feature_mask[f] == 0 or is_cat[f] == 0:
             continue
         nv = n_value_bins[f]
         base = feat_off[f]
-        if sub and f > 0:          # its value bins were left for the scan to subtract
-            for b in range(base, base + nv):
-                H[b, 0] -= S[b, 0]
-                if not packed:
-                    H[b, 1] -= S[b, 1]
-        bits = np.empty_like(out_bits)
         cg, lg, lh, lc = scan_categorical(H[base:base + nv + 1], nv, packed, cbits, mask, cf,
                                           tg, th, tc, scales, cfg, min_child_samples, cat_cfg,
                                           bits)

@@ -8,7 +8,7 @@ and the choice does not depend on threads.
 import numpy as np
 from numba import njit, prange
 
-from .split import NEG_INF, _decode, _node_sums, _split_gain, leaf_score
+from .split import NEG_INF, _decode, _node_sums, _split_gain, leaf_score, scan_params
 from .split_cat import cat_settings
 
 
@@ -28,15 +28,7 @@ def find_level_split(hist, slots, node_rows, feat_off, n_value_bins, feature_mas
     """
     n_features = n_value_bins.shape[0]
     m = slots.shape[0]
-    sg = scales[0]
-    sh = scales[1]
-    cbits = np.int64(scales[2])
-    packed = scales[3] != 0.0
-    mask = (np.int64(1) << cbits) - 1
-    lam = cfg[0]
-    alpha = cfg[1]
-    mds = cfg[2]
-    plain = mds <= 0.0 and alpha == 0.0
+    sg, sh, cbits, packed, mask, lam, alpha, mds, plain = scan_params(scales, cfg)
     for f in prange(n_features):
         base = feat_off[f]
         nv = n_value_bins[f]

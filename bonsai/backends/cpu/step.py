@@ -38,6 +38,15 @@ _scan_ser = _split.find_best_splits.serial
 
 
 @njit(cache=True)
+def split_outputs(m, words):
+    """Empty per-node outputs of a split scan: (gain, feature, bin, default_left,
+    left_sums (m, 3), sums (m, 3), bits (m, words))."""
+    return (np.empty(m), np.empty(m, np.int64), np.empty(m, np.int64), np.empty(m, np.uint8),
+            np.empty((m, 3), np.int64), np.empty((m, 3), np.int64),
+            np.empty((m, words), np.uint64))
+
+
+@njit(cache=True)
 def plan_pieces(starts, stops, n_threads, min_rows):
     """Cut the concatenated ranges ``[starts[i], stops[i])`` into per-thread pieces
     of equal rows (``n_t = min(n_threads, total // min_rows)`` threads, at least 1).
@@ -281,13 +290,7 @@ def scan_children(hist, starts, stops, nleft, child_slot, sub, feat_off, n_value
         e_sub[j] = sub[c]
         e_rows[j] = (mid - starts[i]) if c % 2 == 0 else (stops[i] - mid)
         e_mask[j] = masks[c]
-    gain = np.empty(n_e)
-    feat = np.empty(n_e, np.int64)
-    bb = np.empty(n_e, np.int64)
-    dl = np.empty(n_e, np.uint8)
-    lsum = np.empty((n_e, 3), np.int64)
-    sums = np.empty((n_e, 3), np.int64)
-    bits = np.empty((n_e, out_bits.shape[1]), np.uint64)
+    gain, feat, bb, dl, lsum, sums, bits = split_outputs(n_e, out_bits.shape[1])
     if n_e >= min_parallel_nodes:
         _scan_par(hist, e_slot, e_sub, e_rows, feat_off, n_value_bins, e_mask, is_cat, cat_cfg,
                   scales, cfg, min_child_samples, gain, feat, bb, dl, lsum, sums, bits)
@@ -432,14 +435,8 @@ def split_nodes(layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, 
         build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, idx,
               identity and root, b_start, b_stop, b_slot, scratch_slots, n_threads, min_rows,
               min_parallel_nodes, hist)
-    n_c = child_slot.shape[0]
-    gain = np.empty(n_c)
-    c_feature = np.empty(n_c, np.int64)
-    c_bin = np.empty(n_c, np.int64)
-    c_dl = np.empty(n_c, np.uint8)
-    left_sums = np.empty((n_c, 3), np.int64)
-    sums = np.empty((n_c, 3), np.int64)
-    c_bits = np.empty((n_c, t_bits.shape[1]), np.uint64)
+    gain, c_feature, c_bin, c_dl, left_sums, sums, c_bits = split_outputs(child_slot.shape[0],
+                                                                          t_bits.shape[1])
     scan_children(hist, starts, stops, nleft, child_slot, sub, feat_off, n_value_bins, masks,
                   is_cat, cat_cfg, scales, cfg, min_child_samples, min_parallel_nodes, gain,
                   c_feature, c_bin, c_dl, left_sums, sums, c_bits)
