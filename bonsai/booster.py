@@ -146,23 +146,40 @@ class Booster:
             return shap_values(self, X, iteration_range, interactions=bool(pred_interactions))
         X = self._check_X(X)
         t0, t1 = self._tree_range(iteration_range)
-        ens, obl = self._ensemble(t0, t1)
-        backend = _CPU
-        small = not backend.parallel_predict(X.shape[0])  # serial kernels: no thread setup
-        with contextlib.nullcontext() if small else thread_context(resolve_n_threads(self.n_threads)):
-            if pred_leaf:
-                out = np.zeros((X.shape[0], t1 - t0), np.int32)
-                backend.predict_leaf(X, ens, out)
-                return out
-            raw = np.empty((X.shape[0], self.n_outputs))
-            raw[:] = self.base_score
-            if obl is not None:
-                backend.predict_oblivious(X, obl, raw)
-            else:
-                backend.predict_raw(X, ens, raw)
+        if pred_leaf:
+            ens, _ = self._ensemble(t0, t1)
+            out = np.zeros((X.shape[0], t1 - t0), np.int32)
+            with self._predict_threads(X.shape[0]):
+                _CPU.predict_leaf(X, ens, out)
+            return out
+        raw = np.empty((X.shape[0], self.n_outputs))
+        raw[:] = self.base_score
+        self._add_trees(X, t0, t1, raw)
         if output_margin:
             return raw[:, 0].copy() if self.n_outputs == 1 else raw
         return self._objective().transform(np.ascontiguousarray(raw.T))
+
+    def _predict_threads(self, n_rows):
+        small = not _CPU.parallel_predict(n_rows)  # serial kernels: no thread setup
+        return (contextlib.nullcontext() if small
+                else thread_context(resolve_n_threads(self.n_threads)))
+
+    def _add_trees(self, X, t0, t1, raw):
+        """Add the outputs of trees ``t0:t1`` to ``raw`` ((n, K) float64, IN/OUT), each
+        row's trees in tree order, on a matrix already checked by ``_check_X``."""
+        ens, obl = self._ensemble(t0, t1)
+        with self._predict_threads(X.shape[0]):
+            if obl is not None:
+                _CPU.predict_oblivious(X, obl, raw)
+            else:
+                _CPU.predict_raw(X, ens, raw)
+        return raw
+
+    def _tree_margins(self, X, start):
+        """``start`` ((n, K) float64) plus the outputs of *all* trees: the margins a
+        continued fit starts from (``start`` is the base score or an init_score)."""
+        raw = np.array(start, dtype=np.float64, order="C", copy=True)
+        return self._add_trees(self._check_X(X), 0, len(self.trees), raw)
 
     # ---- importance --------------------------------------------------------------
     IMPORTANCE_TYPES = ("split", "gain", "total_gain", "cover", "total_cover")

@@ -55,13 +55,7 @@ class _EvalSet:
         self.w = ds.weight
         n = self.y.shape[0]
         self.rows = np.arange(n, dtype=IDX)
-        if ds.init_score is not None:
-            self.raw = check_init_score(ds.init_score, n, k_out)
-        else:
-            self.raw = np.empty((k_out, n))
-            self.raw[:] = np.asarray(base)[:, None]
-        if booster_init is not None:
-            self.raw += np.atleast_2d(booster_init.predict(ds.data, output_margin=True).T)
+        self.raw = _start_margins(ds, ds.init_score, base, booster_init, k_out, n)
 
 
 def _seed(random_state, it, k):
@@ -181,6 +175,11 @@ def _new_booster(p, objective, train_set, y, w, k_out, init_model):
             raise ValueError("init_model's categorical features or category codes differ from "
                              "the train Dataset's; continued training needs the same ones")
         booster.best_iteration = None
+        booster.best_score = None
+        # the parameters of this call, with n_estimators counting every round asked
+        # for: train(n1) then train(n2, init_model=...) records what train(n1 + n2) does
+        booster.params = _recorded_params(p, n_estimators=booster.num_boosted_rounds()
+                                          + p.n_estimators)
         return booster
     booster = Booster()
     booster.n_outputs = k_out
@@ -188,9 +187,7 @@ def _new_booster(p, objective, train_set, y, w, k_out, init_model):
     booster.feature_names = train_set.feature_names
     booster.objective = objective.name
     booster.objective_params = _objective_params(p)
-    booster.params = p.to_dict()
-    if callable(booster.params.get("objective")):
-        booster.params["objective"] = "custom"
+    booster.params = _recorded_params(p, n_estimators=p.n_estimators)
     booster.grow_policy = p.grow_policy
     booster.categories = train_set.categories
     booster.n_threads = p.n_threads
@@ -205,19 +202,48 @@ def _new_booster(p, objective, train_set, y, w, k_out, init_model):
     return booster
 
 
-def _initial_raw(booster, train_set, init_model, k_out, n):
-    if train_set.init_score is not None:
-        raw = check_init_score(train_set.init_score, n, k_out)
-    else:
+def _start_margins(ds, init_score, base, init_model, k_out, n):
+    """The (k_out, n) margins a fit starts from on the Dataset ``ds``.
+
+    * no ``init_model``: ``init_score`` when given, else the base score;
+    * with ``init_model``: its margins over *all* its trees (the continued model keeps
+      every tree, whatever its ``best_iteration``), which already include its base
+      score; an ``init_score`` then replaces that base score (XGBoost's
+      ``base_margin``), as it does in a fresh fit.
+
+    The base score is counted once: the returned model predicts
+    ``base_score + trees``, and these margins are exactly that, so continued training
+    grows the same trees as one longer fit and its evaluation history is the metric of
+    the returned model's predictions.
+    """
+    if init_model is None:
+        if init_score is not None:
+            return check_init_score(init_score, n, k_out)
         raw = np.empty((k_out, n))
-        raw[:] = booster.base_score[:, None]
-    if init_model is not None:
-        if getattr(train_set, "data", None) is None:
-            raise ValueError("continued training needs the Dataset's raw data")
-        raw = raw + np.atleast_2d(init_model.predict(train_set.data, output_margin=True).T) \
-            - (init_model.base_score[:, None] if train_set.init_score is not None else 0.0)
-        raw = np.ascontiguousarray(raw)
-    return raw
+        raw[:] = np.asarray(base, dtype=np.float64)[:, None]
+        return raw
+    if getattr(ds, "data", None) is None:
+        raise ValueError("continued training (init_model) needs the Dataset's raw data "
+                         "(it was dropped with free_raw_data())")
+    if init_score is not None:
+        start = check_init_score(init_score, n, k_out)
+    else:
+        start = np.empty((k_out, n))
+        start[:] = init_model.base_score[:, None]
+    return np.ascontiguousarray(init_model._tree_margins(ds.data, start.T).T)
+
+
+def _recorded_params(p, n_estimators):
+    params = p.to_dict()
+    params["n_estimators"] = int(n_estimators)
+    if callable(params.get("objective")):
+        params["objective"] = "custom"
+    return params
+
+
+def _initial_raw(booster, train_set, init_model, k_out, n):
+    return _start_margins(train_set, train_set.init_score, booster.base_score, init_model,
+                          k_out, n)
 
 
 def _grow_round(p, booster, objective, grower, backend, train_set, y, w, raw, evals,

@@ -120,7 +120,8 @@ def check_vector(v, n, name, allow_negative=True, dtype=np.float64, keep_float32
 
 
 def check_init_score(s, n, n_outputs):
-    """(n,) or (n, K) finite init scores -> (K, n) float64."""
+    """(n,) or (n, K) finite init scores -> (K, n) float64, a fresh array (training
+    adds to it in place; the caller's scores must stay as they were)."""
     if hasattr(s, "to_numpy"):
         s = s.to_numpy()
     s = np.asarray(s, dtype=np.float64)
@@ -130,7 +131,7 @@ def check_init_score(s, n, n_outputs):
         raise ValueError(f"init_score must have shape ({n},) or ({n}, {n_outputs}), got {s.shape}")
     if not np.all(np.isfinite(s)):
         raise ValueError("init_score contains a non-finite value")
-    return np.ascontiguousarray(s.T)
+    return np.array(s.T, order="C", copy=True)
 
 
 def is_integer(x):
