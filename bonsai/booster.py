@@ -305,9 +305,12 @@ class Booster:
         self.categories = (None if doc.get("categorical") is None
                            else CategoryMap.from_dict(doc["categorical"], self.n_features))
         self.ctr = None if doc.get("ctr") is None else CtrModel.from_dict(doc["ctr"])
-        if self.ctr is not None and (self.categories is None or not set(self.ctr.cards)
-                                     <= set(self.categories.features)):
-            raise ValueError("invalid model: 'ctr' sources are not categorical features")
+        if self.ctr is not None and (self.categories is None or any(
+                j not in self.categories.features
+                or k != self.categories.n_codes(self.categories.features.index(j))
+                for j, k in self.ctr.cards.items())):
+            raise ValueError("invalid model: 'ctr' sources are not categorical features "
+                             "with the 'cards' (category counts) the model stores")
         self._cache = None
         self._obj = None
         try:

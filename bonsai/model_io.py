@@ -22,6 +22,8 @@ predicted from a model that did not pass the checks.
 import json
 import math
 
+import numpy as np
+
 from .tree import Tree
 
 FORMAT = "bonsai-model"
@@ -86,6 +88,9 @@ def loads(text):
     names = doc.get("feature_names")
     if names is not None and (not isinstance(names, list) or len(names) != n_features):
         raise ValueError("invalid model: feature_names length differs from n_features")
+    if names is not None and not all(isinstance(v, str) for v in names):
+        raise ValueError("invalid model: feature_names must be strings")
+    _check_best(doc, len(doc["trees"]) // k)
     ctr = doc.get("ctr")
     n_ext = n_features
     if ctr is not None:      # CTR features follow the original ones (bonsai.ordered)
@@ -94,8 +99,7 @@ def loads(text):
         except (KeyError, TypeError):
             raise ValueError("invalid model: bad 'ctr' field") from None
     cat_doc = doc.get("categorical")
-    if cat_doc is not None and not isinstance(cat_doc, dict):
-        raise ValueError("invalid model: bad 'categorical' field")
+    n_codes = _category_counts(cat_doc, n_features)
     trees = []
     for i, td in enumerate(doc["trees"]):
         try:
@@ -106,9 +110,55 @@ def loads(text):
             raise ValueError(f"invalid model: tree {i}: {e}") from None
         if tree.max_feature() >= n_ext:
             raise ValueError(f"invalid model: tree {i} uses a feature index >= n_features")
-        cat_feats = set((cat_doc or {}).get("features") or [])
-        if any(int(f) not in cat_feats for f in tree.feature[tree.is_categorical()]):
-            raise ValueError(f"invalid model: tree {i} has a categorical split on a "
-                             "feature that is not categorical")
+        for node in map(int, np.flatnonzero(tree.is_categorical())):
+            f = int(tree.feature[node])
+            if f not in n_codes:
+                raise ValueError(f"invalid model: tree {i} has a categorical split on a "
+                                 "feature that is not categorical")
+            top = tree.cat_left(node)[-1]
+            if top >= n_codes[f]:
+                raise ValueError(f"invalid model: tree {i} node {node}: 'cat_left' has "
+                                 f"category code {top}, but feature {f} has "
+                                 f"{n_codes[f]} categories")
         trees.append(tree)
     return doc, trees
+
+
+def _check_best(doc, n_rounds):
+    """``best_iteration``: None or a round of the model (predict keeps the trees up to
+    it, so a bad value would drop trees silently); ``best_score``: None or a number."""
+    best = doc.get("best_iteration")
+    if best is not None and (not isinstance(best, int) or isinstance(best, bool)
+                             or not 0 <= best < n_rounds):
+        raise ValueError(f"invalid model: best_iteration={best!r} is not a round of the "
+                         f"model (0 <= best_iteration < {n_rounds}, or null)")
+    score = doc.get("best_score")
+    if isinstance(score, str):      # non-finite floats are written as their repr
+        try:
+            score = doc["best_score"] = float(score)
+        except ValueError:
+            raise ValueError(f"invalid model: best_score={score!r} is not a number") from None
+    if score is not None and (not isinstance(score, (int, float)) or isinstance(score, bool)):
+        raise ValueError(f"invalid model: best_score={score!r} is not a number")
+
+
+def _category_counts(cat_doc, n_features):
+    """{feature: number of category codes} of the 'categorical' field (checked)."""
+    if cat_doc is None:
+        return {}
+    if not isinstance(cat_doc, dict):
+        raise ValueError("invalid model: bad 'categorical' field")
+    feats, cats = cat_doc.get("features"), cat_doc.get("categories")
+    if (not isinstance(feats, list) or not isinstance(cats, list) or len(feats) != len(cats)
+            or not all(isinstance(c, list) for c in cats)):
+        raise ValueError("invalid model: bad 'categorical' field: 'features' and "
+                         "'categories' must be lists of the same length")
+    if (not all(isinstance(f, int) and not isinstance(f, bool) and 0 <= f < n_features
+                for f in feats) or len(set(feats)) != len(feats)):
+        raise ValueError(f"invalid model: bad 'categorical' field: features {feats!r} "
+                         f"must be distinct indices in [0, {n_features})")
+    for f, c in zip(feats, cats):
+        if len(c) != len(set(map(repr, c))):
+            raise ValueError(f"invalid model: bad 'categorical' field: feature {f} lists "
+                             "a category twice")
+    return {f: len(c) for f, c in zip(feats, cats)}

@@ -139,7 +139,27 @@ class CtrModel:
             raise ValueError(f"invalid model: bad 'ctr' field: {e}") from None
         if any(s not in m.cards for g in groups for s in g.sources):
             raise ValueError("invalid model: bad 'ctr' field: unknown source feature")
+        m.check()
         return m
+
+    def check(self):
+        """A loaded model's tables are usable: finite priors, positive training rows,
+        per group strictly increasing keys with one count and one row of target sums
+        each (lookups binary-search the keys)."""
+        S = self.prior.shape[0]
+        if (self.prior.ndim != 1 or S < 1 or not np.all(np.isfinite(self.prior))
+                or not self.n_train > 0 or not np.isfinite(self.prior_weight)
+                or self.prior_weight < 0):
+            raise ValueError("invalid model: bad 'ctr' field: prior, prior_weight or n_train")
+        if any(k < 1 for k in self.cards.values()):
+            raise ValueError("invalid model: bad 'ctr' field: 'cards' must be >= 1")
+        for i, g in enumerate(self.groups):
+            k = g.keys.shape[0]
+            if (g.keys.ndim != 1 or g.counts.shape != (k,) or g.sums.shape != (k, S)
+                    or np.any(np.diff(g.keys) <= 0) or np.any(g.keys < 0)
+                    or not np.all(np.isfinite(g.sums)) or np.any(g.counts < 0)):
+                raise ValueError(f"invalid model: bad 'ctr' field: group {i} needs increasing "
+                                 f"keys >= 0 with one count and {S} target sums each")
 
 
 def _thresholds_of(bm):

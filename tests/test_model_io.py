@@ -267,3 +267,127 @@ def test_oblivious_flag_on_a_non_symmetric_tree(case, tmp_path):
     np.testing.assert_array_equal(
         c.predict(X), b.predict(X),
         err_msg="a tree falsely flagged oblivious loaded and predicts different values")
+
+
+def test_bad_best_iteration_and_best_score(model, tmp_path):
+    """A best_iteration outside the model's rounds would make predict drop trees
+    silently (it keeps the trees up to it): the reader rejects it."""
+    b = model[0]
+    for bad in (-1, -5, b.num_boosted_rounds(), 10 ** 6, 1.5, "2", True):
+        doc = _doc(model)
+        doc["best_iteration"] = bad
+        _assert_rejected(json.dumps(doc), r"best_iteration", tmp_path)
+    doc = _doc(model)
+    doc["best_iteration"] = b.num_boosted_rounds() - 1     # the last round: fine
+    doc["best_score"] = 0.25
+    c = bonsai.Booster(model_str=json.dumps(doc))
+    assert c.best_iteration == b.num_boosted_rounds() - 1 and c.best_score == 0.25
+    for bad in ("abc", [1.0], {"a": 1}):
+        doc = _doc(model)
+        doc["best_score"] = bad
+        _assert_rejected(json.dumps(doc), r"best_score", tmp_path)
+
+
+def test_bad_feature_names(model, tmp_path):
+    doc = _doc(model)
+    doc["feature_names"] = [f"f{j}" for j in range(doc["n_features"] - 1)]
+    _assert_rejected(json.dumps(doc), r"feature_names length", tmp_path)
+    doc["feature_names"] = list(range(doc["n_features"]))
+    _assert_rejected(json.dumps(doc), r"feature_names must be strings", tmp_path)
+    doc["feature_names"] = "x0"
+    _assert_rejected(json.dumps(doc), r"feature_names", tmp_path)
+
+
+def _cat_model(encoding):
+    import pandas as pd
+    rng = np.random.default_rng(4)
+    n = 1500
+    codes = rng.integers(0, 6, size=(n, 2))
+    df = pd.DataFrame({"x": rng.normal(size=n),
+                       "c0": pd.Categorical.from_codes(codes[:, 0], list("abcdef")),
+                       "c1": pd.Categorical.from_codes(codes[:, 1], list("uvwxyz"))})
+    y = ((codes[:, 0] % 2) + df["x"].to_numpy() + (codes[:, 1] == 3)) * 1.0
+    return bonsai.train({"n_estimators": 3, "max_depth": 3, "cat_encoding": encoding,
+                         "min_data_per_group": 5}, bonsai.Dataset(df, label=y))
+
+
+def test_bad_categorical_fields(tmp_path):
+    base = json.loads(_cat_model("native").model_to_string())
+    assert base["categorical"]["features"] == [1, 2]
+
+    def case(edit, match):
+        d = json.loads(json.dumps(base))
+        edit(d)
+        _assert_rejected(json.dumps(d), match, tmp_path)
+
+    case(lambda d: d.update(categorical=[1, 2]), r"'categorical'")
+    case(lambda d: d["categorical"].update(features=[1]), r"'categorical'")
+    case(lambda d: d["categorical"].update(features=[1, 7]), r"'categorical'.*indices")
+    case(lambda d: d["categorical"].update(features=[1, 1]), r"'categorical'.*distinct")
+    case(lambda d: d["categorical"].update(features=[1, "2"]), r"'categorical'")
+    case(lambda d: d["categorical"]["categories"].__setitem__(0, "abcdef"), r"'categorical'")
+    case(lambda d: d["categorical"]["categories"][0].append(d["categorical"]["categories"][0][0]),
+         r"category twice")
+    del base["categorical"]          # categorical splits on a model without categories
+    _assert_rejected(json.dumps(base), r"not categorical", tmp_path)
+
+
+def test_out_of_range_cat_left_codes(tmp_path):
+    base = json.loads(_cat_model("native").model_to_string())
+    hit = [(t, i) for t, td in enumerate(base["trees"]) for i, c in enumerate(td["cat_left"]) if c]
+    assert hit, "the model must have categorical splits"
+    t, i = hit[0]
+    f = base["trees"][t]["feature"][i]
+    n_cats = len(base["categorical"]["categories"][base["categorical"]["features"].index(f)])
+    base["trees"][t]["cat_left"][i] = base["trees"][t]["cat_left"][i] + [n_cats]
+    _assert_rejected(json.dumps(base), rf"tree {t} node {i}.*category code {n_cats}", tmp_path)
+    base["trees"][t]["cat_left"][i] = [-1]
+    _assert_rejected(json.dumps(base), rf"tree {t}.*out of range", tmp_path)
+
+
+def test_bad_ctr_fields(tmp_path):
+    base = json.loads(_cat_model("ordered").model_to_string())
+    assert base["ctr"]["groups"]
+
+    def case(edit, match="'ctr'"):
+        d = json.loads(json.dumps(base))
+        edit(d["ctr"])
+        _assert_rejected(json.dumps(d), match, tmp_path)
+
+    g0 = base["ctr"]["groups"][0]
+    assert len(g0["keys"]) >= 2
+    case(lambda c: c.pop("prior"))
+    case(lambda c: c.update(groups="x"))
+    case(lambda c: c["groups"][0].update(keys=g0["keys"][::-1]), r"increasing keys")
+    case(lambda c: c["groups"][0].update(counts=g0["counts"][:-1]), r"group 0")
+    case(lambda c: c["groups"][0].update(sums=g0["sums"][:-1]), r"'ctr'")
+    case(lambda c: c["groups"][0].update(sources=[0]), r"unknown source")
+    case(lambda c: c.update(n_train=0), r"n_train")
+    case(lambda c: c.update(prior=[]), r"prior")
+    case(lambda c: c["cards"].update({k: v + 1 for k, v in c["cards"].items()}), r"cards")
+
+
+KEPT = os.path.join(REPO_ROOT, "tests", "data", "models")
+
+
+@pytest.mark.parametrize("name", ["bonsai-0.1.0-binary", "bonsai-0.1.0-categorical"])
+def test_models_written_by_earlier_releases_load(name):
+    """Model files kept from earlier releases (``tests/data/models``) still load and
+    predict exactly what the release that wrote them predicted.  Never regenerate
+    them: a later release must read them, or fail with a clear error."""
+    import pandas as pd
+    path = os.path.join(KEPT, name + ".json")
+    ref = np.load(os.path.join(KEPT, name + ".npz"))
+    b = bonsai.Booster(model_file=path)
+    if "codes" in ref:
+        c = ref["codes"]
+        X = pd.DataFrame({"x": ref["X"],
+                          "c0": pd.Categorical.from_codes(c[:, 0], list("abcdef")),
+                          "c1": pd.Categorical.from_codes(c[:, 1], list("uvwxyz"))})
+        assert b.categories is not None
+    else:
+        X = ref["X"]
+    np.testing.assert_array_equal(b.predict(X, output_margin=True), ref["margin"])
+    np.testing.assert_array_equal(b.predict(X), ref["pred"])
+    again = bonsai.Booster(model_str=b.model_to_string())   # and re-saves losslessly
+    np.testing.assert_array_equal(again.predict(X, output_margin=True), ref["margin"])
