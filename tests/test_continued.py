@@ -160,3 +160,15 @@ def test_estimators_continued_equals_one_fit(kind):
         # the mean predicted probability of each class stays near its frequency
         np.testing.assert_allclose(more.predict_proba(Xt).mean(axis=0)[-1],
                                    np.mean(yt == yt.max()), atol=0.03)
+
+
+@pytest.mark.parametrize("quantized", [False, True])
+def test_continued_with_sampling_equals_one_fit(quantized):
+    """Row and column sampling and stochastic gradient rounding draw from seeds keyed
+    by the global round, so a continued fit draws what the one-call fit draws."""
+    params, X, y = _task("squared_error")
+    params = {**params, "subsample": 0.7, "colsample_bytree": 0.8, "colsample_bynode": 0.7,
+              "random_state": 3, "quantized_grad": quantized}
+    whole = _fit(params, X, y, N1 + N2)
+    more = _fit(params, X, y, N2, init_model=_fit(params, X, y, N1))
+    assert more.model_to_string() == whole.model_to_string()
