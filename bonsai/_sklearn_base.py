@@ -1,7 +1,8 @@
 """The shared machinery behind the scikit-learn estimators (``bonsai.sklearn``): input
-checks at the ``fit`` / ``predict`` boundary, the constructor-argument table and
-``_BonsaiModel`` (fit, eval sets, early stopping results, importances, save/load).
-The public estimators and their conventions are documented in ``bonsai.sklearn``.
+checks at the ``fit`` / ``predict`` boundary, the constructor-argument table, what a
+fit shows while it runs (``verbose``), and ``_BonsaiModel`` (fit, eval sets, early
+stopping results, importances, save/load).  The public estimators and their
+conventions are documented in ``bonsai.sklearn``.
 """
 import os
 
@@ -12,7 +13,9 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_dat
 from ._params import PARAM_TABLE, validate_params
 from .booster import Booster
 from .boosting import train
+from .callbacks import EvaluationMonitor
 from .dataset import Dataset
+from .progress import ProgressBar
 
 
 _D = {spec.name: spec.default for spec in PARAM_TABLE}
@@ -48,6 +51,36 @@ def _validate_X(est, X, reset):
         return X
     return _dense(validate_data(est, X, accept_sparse=_SPARSE, reset=reset,
                                 dtype=(np.float64, np.float32), ensure_all_finite=False))
+
+
+# ---------------------------------------------------------------------------
+# What a fit shows while it runs.
+# ---------------------------------------------------------------------------
+
+def _check_verbose(verbose):
+    if verbose is None or isinstance(verbose, (bool, np.bool_)):
+        return verbose
+    if not isinstance(verbose, (int, np.integer)):
+        raise TypeError(f"verbose must be None, a bool or an int >= 0, got {verbose!r}")
+    if verbose < 0:
+        raise ValueError(f"verbose must be None, a bool or an int >= 0, got {verbose!r}")
+    return int(verbose)
+
+
+def _display_callbacks(callbacks, verbose, verbosity):
+    """``callbacks`` plus what ``verbose`` asks to show: ``None`` a progress bar (drawn
+    only where a person watches a fit that takes a while, ``bonsai.progress``), ``0`` /
+    ``False`` nothing, ``k >= 1`` / ``True`` a plain evaluation line every ``k``
+    rounds.  ``verbosity=0`` also keeps the fit silent; a display the caller already
+    passed (a ProgressBar or an EvaluationMonitor) replaces the default one."""
+    callbacks = list(callbacks or [])
+    if verbose is False or verbose == 0 or verbosity == 0:
+        return callbacks
+    if any(isinstance(cb, (ProgressBar, EvaluationMonitor)) for cb in callbacks):
+        return callbacks
+    if verbose is None:
+        return callbacks + [ProgressBar()]
+    return callbacks + [EvaluationMonitor(period=int(verbose))]
 
 
 def _check_weight(w, n, name):
@@ -137,6 +170,7 @@ class _BonsaiModel(BaseEstimator):
     # -- params ---------------------------------------------------------------
     def _train_params(self, extra):
         params = self.get_params(deep=False)
+        params.pop("verbose")
         importance_type = params.pop("importance_type")
         if importance_type not in _IMPORTANCE_TYPES:
             raise ValueError(f"importance_type must be one of {_IMPORTANCE_TYPES}, "
@@ -159,7 +193,8 @@ class _BonsaiModel(BaseEstimator):
             (the last one drives early stopping)
         eval_sample_weight : list of array-like or None, optional -- one per eval set
         eval_names : list of str, optional -- default ``valid_0``, ``valid_1``, ...
-        callbacks : list of bonsai.TrainingCallback, optional
+        callbacks : list of bonsai.TrainingCallback, optional (a ProgressBar or an
+            EvaluationMonitor among them replaces the display ``verbose`` asks for)
         init_model : Booster, model file path or fitted estimator, optional --
             continue training from it
 
@@ -187,6 +222,8 @@ class _BonsaiModel(BaseEstimator):
                              "an eval_set to monitor; pass fit(..., eval_set=[(X_val, y_val)])")
         init_booster = _as_booster(init_model)
         self._check_init_model(init_booster)
+        callbacks = _display_callbacks(callbacks, _check_verbose(self.verbose),
+                                       params.verbosity)
 
         names = list(getattr(self, "feature_names_in_", [])) or None
         train_set = Dataset(X, label=y_enc, weight=w, init_score=init_score,

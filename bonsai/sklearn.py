@@ -16,7 +16,15 @@ The constructor arguments are the canonical names of
 table), except ``BonsaiClassifier(objective=None)`` (``"binary"`` for two
 classes, ``"multiclass"`` with ``num_class`` for more) and ``num_class``, which
 the classifier derives from ``y``.  ``importance_type`` (``"gain"`` or
-``"split"``) selects what :attr:`feature_importances_` reports.  As scikit-learn
+``"split"``) selects what :attr:`feature_importances_` reports.  ``verbose`` is
+what a fit shows while it runs (it is not a training parameter and is not stored in
+the model): ``None`` (default) a progress bar (``bonsai.progress.ProgressBar``:
+round, elapsed, ETA, the latest evaluation metrics), drawn only where a person
+watches -- stderr is a terminal or a Jupyter notebook -- and only once the fit has
+run 2 seconds; ``0`` / ``False`` nothing; an int ``k >= 1`` (or ``True``, 1) plain
+evaluation lines every ``k`` rounds (``EvaluationMonitor``, for logs).
+``verbosity=0`` also silences a fit, and a ``ProgressBar`` or ``EvaluationMonitor``
+passed in ``fit(callbacks=...)`` replaces the default display.  As scikit-learn
 requires, ``__init__`` only stores the arguments; they are validated by ``fit``.
 
 Conventions
@@ -98,7 +106,7 @@ class BonsaiRegressor(RegressorMixin, _BonsaiModel):
                  max_ctr_combinations=_D["max_ctr_combinations"],
                  quantized_grad=_D["quantized_grad"], grad_quant_bins=_D["grad_quant_bins"],
                  device=_D["device"],
-                 verbosity=_D["verbosity"], importance_type="gain"):
+                 verbosity=_D["verbosity"], importance_type="gain", verbose=None):
         self.objective = objective
         self.n_estimators = n_estimators
         self.learning_rate = learning_rate
@@ -139,6 +147,7 @@ class BonsaiRegressor(RegressorMixin, _BonsaiModel):
         self.device = device
         self.verbosity = verbosity
         self.importance_type = importance_type
+        self.verbose = verbose
 
     def _prepare_y(self, y):
         if isinstance(self.objective, str) and self.objective in _CLASSIFICATION_OBJECTIVES:
@@ -217,7 +226,7 @@ class BonsaiClassifier(ClassifierMixin, _BonsaiModel):
                  max_ctr_combinations=_D["max_ctr_combinations"],
                  quantized_grad=_D["quantized_grad"], grad_quant_bins=_D["grad_quant_bins"],
                  device=_D["device"],
-                 verbosity=_D["verbosity"], importance_type="gain"):
+                 verbosity=_D["verbosity"], importance_type="gain", verbose=None):
         self.objective = objective
         self.n_estimators = n_estimators
         self.learning_rate = learning_rate
@@ -258,6 +267,7 @@ class BonsaiClassifier(ClassifierMixin, _BonsaiModel):
         self.device = device
         self.verbosity = verbosity
         self.importance_type = importance_type
+        self.verbose = verbose
 
     # -- labels -----------------------------------------------------------------
     def _prepare_y(self, y):
