@@ -1,7 +1,9 @@
 """The shared machinery behind the scikit-learn estimators (``bonsai.sklearn``): input
-checks at the ``fit`` / ``predict`` boundary, the constructor-argument table, what a
-fit shows while it runs (``verbose``), and ``_BonsaiModel`` (fit, eval sets, early
-stopping results, importances, save/load).  The public estimators and their
+checks at the ``fit`` / ``predict`` boundary (with a fast path for plain float
+matrices), the constructor-argument table, the prediction kinds (``output_margin``,
+``pred_leaf``, ``pred_contribs``, ``pred_interactions`` and LightGBM's spellings),
+what a fit shows while it runs (``verbose``), and ``_BonsaiModel`` (fit, eval sets,
+early stopping results, importances, save/load).  The public estimators and their
 conventions are documented in ``bonsai.sklearn``.
 """
 import os
@@ -23,6 +25,7 @@ _D = {spec.name: spec.default for spec in PARAM_TABLE}
 _SPARSE = ("csr", "csc", "coo")
 _CLASSIFICATION_OBJECTIVES = ("binary", "multiclass")
 _IMPORTANCE_TYPES = Booster.IMPORTANCE_TYPES
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 
 
 # ---------------------------------------------------------------------------
@@ -51,6 +54,57 @@ def _validate_X(est, X, reset):
         return X
     return _dense(validate_data(est, X, accept_sparse=_SPARSE, reset=reset,
                                 dtype=(np.float64, np.float32), ensure_all_finite=False))
+
+
+def _plain_matrix(X):
+    """A non-empty 2-D float32/float64 ndarray in C or F order (the predict fast path:
+    sklearn's checks would return it unchanged)."""
+    return (type(X) is np.ndarray and X.ndim == 2 and (X.dtype is _F32 or X.dtype is _F64)
+            and X.shape[0] > 0 and (X.flags.c_contiguous or X.flags.f_contiguous))
+
+
+# ---------------------------------------------------------------------------
+# Prediction kinds: what predict / predict_proba return besides their default.
+# ---------------------------------------------------------------------------
+
+#: (flag, kind) in the order the messages list them; LightGBM's spellings raw_score
+#: and pred_contrib mean output_margin and pred_contribs
+_KIND_FLAGS = (("output_margin", "margin"), ("raw_score", "margin"), ("pred_leaf", "leaf"),
+               ("pred_contribs", "contribs"), ("pred_contrib", "contribs"),
+               ("pred_interactions", "interactions"))
+
+
+def _predict_kind(output_margin, raw_score, pred_leaf, pred_contribs, pred_contrib,
+                  pred_interactions):
+    """The one output asked for: None (the default output), ``"margin"``, ``"leaf"``,
+    ``"contribs"`` or ``"interactions"``; TypeError for a flag that is not a bool,
+    ValueError for two different outputs at once."""
+    if (output_margin is False and raw_score is False and pred_leaf is False
+            and pred_contribs is False and pred_contrib is False
+            and pred_interactions is False):
+        return None   # the common case, without building anything
+    values = (output_margin, raw_score, pred_leaf, pred_contribs, pred_contrib,
+              pred_interactions)
+    asked = {}
+    for (flag, kind), v in zip(_KIND_FLAGS, values):
+        if not isinstance(v, (bool, np.bool_)):
+            raise TypeError(f"{flag} must be True or False, got {v!r}")
+        if v:
+            asked.setdefault(kind, []).append(flag)
+    if len(asked) > 1:
+        given = ", ".join(f"{f}=True" for fs in asked.values() for f in fs)
+        raise ValueError(f"{given}: these ask for different outputs; pass one of "
+                         "output_margin (raw_score), pred_leaf, pred_contribs (pred_contrib) "
+                         "or pred_interactions")
+    return next(iter(asked), None)
+
+
+def _booster_predict(booster, X, kind, iteration_range):
+    """``Booster.predict`` for a prediction kind of :func:`_predict_kind`."""
+    return booster.predict(X, iteration_range=iteration_range,
+                           output_margin=kind == "margin", pred_leaf=kind == "leaf",
+                           pred_contribs=kind == "contribs",
+                           pred_interactions=kind == "interactions")
 
 
 # ---------------------------------------------------------------------------
@@ -306,13 +360,18 @@ class _BonsaiModel(BaseEstimator):
 
     # -- predict ------------------------------------------------------------------
     def _check_X(self, X):
+        """X checked against the fit: a plain float ndarray (C or F order) of a model
+        fitted without feature names takes a fast path with sklearn's own checks and
+        messages (fitted, feature count); anything else (DataFrames and their names
+        included) goes through ``validate_data``."""
+        d = self.__dict__
+        if "booster_" in d and "feature_names_in_" not in d and _plain_matrix(X):
+            if X.shape[1] != self.n_features_in_:
+                raise ValueError(f"X has {X.shape[1]} features, but {type(self).__name__} "
+                                 f"is expecting {self.n_features_in_} features as input.")
+            return X
         check_is_fitted(self)
         return _validate_X(self, X, reset=False)
-
-    def _raw_predict(self, X, output_margin=False, iteration_range=None):
-        X = self._check_X(X)
-        return self.booster_.predict(X, output_margin=output_margin,
-                                     iteration_range=iteration_range)
 
     def apply(self, X, iteration_range=None):
         """Leaf index reached in every tree, shape (n_samples, n_trees) int32."""
