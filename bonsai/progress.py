@@ -22,6 +22,7 @@ The scikit-learn estimators add a ``ProgressBar()`` unless ``verbose=0`` (see
 its ``callbacks``.  Plain log lines come from
 :class:`bonsai.callbacks.EvaluationMonitor`.
 """
+import os
 import sys
 
 from .callbacks import TrainingCallback
@@ -66,6 +67,25 @@ def _tqdm_class(stream):
             return tqdm
     from tqdm import tqdm
     return tqdm
+
+
+def _screen(stream):
+    """tqdm's size arguments: none (tqdm's own) except for a terminal that reports
+    0 x 0 (a pty nobody sized: ``script``, some containers), where tqdm would draw
+    nothing: there ``$COLUMNS`` x ``$LINES``, or 80 x 24."""
+    try:
+        fd = (sys.stderr if stream is None else stream).fileno()
+        if not os.isatty(fd):
+            return {}
+        size = os.get_terminal_size(fd)
+    except (AttributeError, ValueError, OSError):   # not a file, or closed
+        return {}
+    if size.columns > 0 and size.lines > 0:
+        return {}
+    def env(name, default):
+        v = os.environ.get(name, "")
+        return int(v) if v.isdigit() and int(v) > 0 else default
+    return {"ncols": env("COLUMNS", 80), "nrows": env("LINES", 24)}
 
 
 def _postfix(evals_log):
@@ -120,7 +140,8 @@ class ProgressBar(TrainingCallback):
         # the fit's start is the bar's start: elapsed, rate and ETA cover the whole fit
         self.bar = cls(total=total, initial=done, desc=self.desc, unit="round",
                        file=self.stream, leave=True,
-                       delay=DEFAULT_DELAY if self.delay is None else float(self.delay))
+                       delay=DEFAULT_DELAY if self.delay is None else float(self.delay),
+                       **_screen(self.stream))
         return model
 
     def after_iteration(self, model, epoch, evals_log):

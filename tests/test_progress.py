@@ -228,3 +228,21 @@ def test_a_notebook_kernel_counts_as_watched(monkeypatch):
     assert not progress.is_watched(io.StringIO())   # an explicit stream: its own isatty
     shell.kernel = None                              # a terminal IPython is no notebook
     assert not progress.in_notebook()
+
+
+def test_an_unsized_terminal_gets_a_default_width(monkeypatch):
+    pty = pytest.importorskip("pty")
+    import fcntl
+    import struct
+    import termios
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
+    master, slave = pty.openpty()
+    with open(slave, "w") as tty:   # a pty nobody sized reports 0 x 0: tqdm draws nothing
+        assert progress._screen(tty) == {"ncols": 80, "nrows": 24}
+        monkeypatch.setenv("COLUMNS", "132")
+        assert progress._screen(tty) == {"ncols": 132, "nrows": 24}
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
+        assert progress._screen(tty) == {}   # a sized terminal: tqdm's own size
+    os.close(master)
+    assert progress._screen(io.StringIO()) == {}   # not a terminal: tqdm's defaults
