@@ -13,8 +13,9 @@ and only for a fit that takes a while --
 * the stream (stderr by default) is a terminal (``isatty()``), or the process is a
   Jupyter kernel (then tqdm's notebook widget when ipywidgets is installed, else the
   text bar in the cell's stderr);
-* and the fit has run ``delay`` seconds (default :data:`DEFAULT_DELAY`, 2 s): the bar
-  appears at the first round that ends after that, so a short fit draws nothing.
+* and the boosting rounds have run ``delay`` seconds (default :data:`DEFAULT_DELAY`,
+  2 s; counted from ``before_training``, so binning the data comes before it): the
+  bar appears at the first round that ends after that, so a short fit draws nothing.
 
 ``enable=True`` draws on any stream (still after ``delay``), ``enable=False`` never.
 The scikit-learn estimators add a ``ProgressBar()`` unless ``verbose=0`` (see
