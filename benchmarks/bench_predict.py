@@ -13,6 +13,9 @@ of parameters and the same thread count), then measures
 (c) oblivious trees: ``bonsai-oblivious`` (grow_policy="oblivious", depth 8) against
     CatBoost, whose default symmetric trees of depth 8 are oblivious, same tree count.
 
+``bonsai-sklearn`` is the ``bonsai`` model trained and called through
+``BonsaiClassifier`` (``predict_proba``: the estimator's own per-call overhead).
+
 Libraries are interleaved within each repeat and medians over repeats are reported.
 See benchmarks/README.md.
 """
@@ -30,10 +33,12 @@ import _common as C
 import bench_fit as F
 
 DEFAULT_LIBS = "bonsai,lightgbm,xgboost,catboost,bonsai-oblivious"
-LIBS = ("bonsai", "bonsai-oblivious", "lightgbm", "xgboost", "catboost", "sklearn")
+LIBS = ("bonsai", "bonsai-oblivious", "bonsai-sklearn", "lightgbm", "xgboost", "catboost",
+        "sklearn")
 NOTES = {
     "bonsai": "grow_policy=depthwise, native Booster.predict (probabilities)",
     "bonsai-oblivious": "grow_policy=oblivious, Booster.predict (probabilities)",
+    "bonsai-sklearn": "the bonsai model through BonsaiClassifier.predict_proba (n, 2)",
     "lightgbm": "leaf-wise, num_leaves=255 capped at depth 8; Booster.predict",
     "xgboost": "depth-wise hist; Booster.inplace_predict (batch and single rows)",
     "catboost": "OBLIVIOUS (symmetric, its default) depth 8; "
@@ -63,16 +68,31 @@ def _batch_rows(Xtr, Xte, n):
     return np.ascontiguousarray(X, dtype=np.float32)
 
 
+def _run_bonsai_sklearn(shape, task, n_classes, X, y, threads):
+    """The ``bonsai`` model (same parameters), fitted and called as a BonsaiClassifier."""
+    from bonsai.sklearn import BonsaiClassifier
+    params = F._bonsai_params("bonsai", shape, task, n_classes, threads)
+    params.pop("objective")
+    params.pop("num_class", None)
+    t0 = time.perf_counter()
+    clf = BonsaiClassifier(n_estimators=shape.rounds, verbose=0, **params).fit(X, y)
+    return 0.0, time.perf_counter() - t0, clf.predict_proba, clf.booster_
+
+
+_RUNNERS = {**F.LIBS, "bonsai-sklearn": (F._prepare_bonsai, _run_bonsai_sklearn)}
+
+
 # --------------------------------------------------------------------------- worker
 def worker(lib, args):
     """Runs in the fresh interpreter: train, then time batch and single-row predict."""
     from sklearn.metrics import roc_auc_score
     shape = F.Shape("higgs", rounds=args.rounds, max_depth=args.depth)
     Xtr, ytr, Xte, yte = C.load_cached("higgs", args.rows)
-    prepare, run = F.LIBS[lib]
+    prepare, run = _RUNNERS[lib]
     prepare(args.threads)                        # import (+ bonsai.warmup())
     build_s, fit_s, predict, model = run(shape, "binary", 2, Xtr, ytr, args.threads)
-    auc = float(roc_auc_score(yte, np.asarray(predict(Xte), np.float64).ravel()))
+    score = np.asarray(predict(Xte), np.float64)
+    auc = float(roc_auc_score(yte, score[:, -1] if score.ndim == 2 else score))
 
     # (a) batch throughput: one untimed call, then the median of --batch-repeats.
     Xb = _batch_rows(Xtr, Xte, args.batch_rows)
@@ -83,7 +103,7 @@ def worker(lib, args):
         t0 = time.perf_counter()
         out = predict(Xb)
         batch.append(time.perf_counter() - t0)
-    assert np.asarray(out).size == len(Xb)
+    assert np.asarray(out).shape[0] == len(Xb)
     batch_s = statistics.median(batch)
 
     # (b) single-row latency: distinct one-row (1, F) C-contiguous views of the test set.
@@ -159,6 +179,9 @@ def summarize(libs, results, repeats):
         best = min(peers_p50, key=peers_p50.get)
         line += f"; fastest peer {best} {peers_p50[best]:.1f} us ({p50 / peers_p50[best]:.2f}x)"
     print(line)
+    if get("bonsai-sklearn", "p50_us") is not None:
+        print(f">>     bonsai-sklearn single-row p50 (BonsaiClassifier.predict_proba): "
+              f"{get('bonsai-sklearn', 'p50_us'):.1f} us")
     if get("bonsai-oblivious", "p50_us") is not None:
         print(f">>     bonsai-oblivious single-row p50: {get('bonsai-oblivious', 'p50_us'):.1f} us"
               + (f"; catboost {get('catboost', 'p50_us'):.1f} us"

@@ -1,7 +1,7 @@
 """bonsai: histogram gradient-boosted decision trees, bit-identical at any thread count.
 
 Public API: ``Dataset``, ``train``, ``Booster``, ``BonsaiRegressor``,
-``BonsaiClassifier``, the callbacks, and ``warmup``.
+``BonsaiClassifier``, the callbacks (``ProgressBar`` among them), and ``warmup``.
 """
 __version__ = "0.1.0"
 
@@ -13,6 +13,7 @@ from .booster import Booster  # noqa: E402
 from .boosting import train  # noqa: E402
 from .callbacks import EarlyStopping, EvaluationMonitor, TrainingCallback  # noqa: E402
 from .dataset import Dataset  # noqa: E402
+from .progress import ProgressBar  # noqa: E402
 from ._warmup import warmup  # noqa: E402
 
 
@@ -24,5 +25,5 @@ def __getattr__(name):
         return getattr(_sk, name)
     raise AttributeError(f"module 'bonsai' has no attribute {name!r}")
 
-__all__ = ["BonsaiClassifier", "BonsaiRegressor", "Booster", "Dataset", "EarlyStopping", "EvaluationMonitor", "TrainingCallback",
-           "train", "warmup", "__version__"]
+__all__ = ["BonsaiClassifier", "BonsaiRegressor", "Booster", "Dataset", "EarlyStopping", "EvaluationMonitor", "ProgressBar",
+           "TrainingCallback", "train", "warmup", "__version__"]

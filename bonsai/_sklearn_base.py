@@ -1,7 +1,10 @@
 """The shared machinery behind the scikit-learn estimators (``bonsai.sklearn``): input
-checks at the ``fit`` / ``predict`` boundary, the constructor-argument table and
-``_BonsaiModel`` (fit, eval sets, early stopping results, importances, save/load).
-The public estimators and their conventions are documented in ``bonsai.sklearn``.
+checks at the ``fit`` / ``predict`` boundary (with a fast path for plain float
+matrices), the constructor-argument table, the prediction kinds (``output_margin``,
+``pred_leaf``, ``pred_contribs``, ``pred_interactions`` and LightGBM's spellings),
+what a fit shows while it runs (``verbose``), and ``_BonsaiModel`` (fit, eval sets,
+early stopping results, importances, save/load).  The public estimators and their
+conventions are documented in ``bonsai.sklearn``.
 """
 import os
 
@@ -12,7 +15,9 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_dat
 from ._params import PARAM_TABLE, validate_params
 from .booster import Booster
 from .boosting import train
+from .callbacks import EvaluationMonitor
 from .dataset import Dataset
+from .progress import ProgressBar
 
 
 _D = {spec.name: spec.default for spec in PARAM_TABLE}
@@ -20,6 +25,7 @@ _D = {spec.name: spec.default for spec in PARAM_TABLE}
 _SPARSE = ("csr", "csc", "coo")
 _CLASSIFICATION_OBJECTIVES = ("binary", "multiclass")
 _IMPORTANCE_TYPES = Booster.IMPORTANCE_TYPES
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 
 
 # ---------------------------------------------------------------------------
@@ -48,6 +54,87 @@ def _validate_X(est, X, reset):
         return X
     return _dense(validate_data(est, X, accept_sparse=_SPARSE, reset=reset,
                                 dtype=(np.float64, np.float32), ensure_all_finite=False))
+
+
+def _plain_matrix(X):
+    """A non-empty 2-D float32/float64 ndarray in C or F order (the predict fast path:
+    sklearn's checks would return it unchanged)."""
+    return (type(X) is np.ndarray and X.ndim == 2 and (X.dtype is _F32 or X.dtype is _F64)
+            and X.shape[0] > 0 and (X.flags.c_contiguous or X.flags.f_contiguous))
+
+
+# ---------------------------------------------------------------------------
+# Prediction kinds: what predict / predict_proba return besides their default.
+# ---------------------------------------------------------------------------
+
+#: (flag, kind) in the order the messages list them; LightGBM's spellings raw_score
+#: and pred_contrib mean output_margin and pred_contribs
+_KIND_FLAGS = (("output_margin", "margin"), ("raw_score", "margin"), ("pred_leaf", "leaf"),
+               ("pred_contribs", "contribs"), ("pred_contrib", "contribs"),
+               ("pred_interactions", "interactions"))
+
+
+def _predict_kind(output_margin, raw_score, pred_leaf, pred_contribs, pred_contrib,
+                  pred_interactions):
+    """The one output asked for: None (the default output), ``"margin"``, ``"leaf"``,
+    ``"contribs"`` or ``"interactions"``; TypeError for a flag that is not a bool,
+    ValueError for two different outputs at once."""
+    if (output_margin is False and raw_score is False and pred_leaf is False
+            and pred_contribs is False and pred_contrib is False
+            and pred_interactions is False):
+        return None   # the common case, without building anything
+    values = (output_margin, raw_score, pred_leaf, pred_contribs, pred_contrib,
+              pred_interactions)
+    asked = {}
+    for (flag, kind), v in zip(_KIND_FLAGS, values):
+        if not isinstance(v, (bool, np.bool_)):
+            raise TypeError(f"{flag} must be True or False, got {v!r}")
+        if v:
+            asked.setdefault(kind, []).append(flag)
+    if len(asked) > 1:
+        given = ", ".join(f"{f}=True" for fs in asked.values() for f in fs)
+        raise ValueError(f"{given}: these ask for different outputs; pass one of "
+                         "output_margin (raw_score), pred_leaf, pred_contribs (pred_contrib) "
+                         "or pred_interactions")
+    return next(iter(asked), None)
+
+
+def _booster_predict(booster, X, kind, iteration_range):
+    """``Booster.predict`` for a prediction kind of :func:`_predict_kind`."""
+    return booster.predict(X, iteration_range=iteration_range,
+                           output_margin=kind == "margin", pred_leaf=kind == "leaf",
+                           pred_contribs=kind == "contribs",
+                           pred_interactions=kind == "interactions")
+
+
+# ---------------------------------------------------------------------------
+# What a fit shows while it runs.
+# ---------------------------------------------------------------------------
+
+def _check_verbose(verbose):
+    if verbose is None or isinstance(verbose, (bool, np.bool_)):
+        return verbose
+    if not isinstance(verbose, (int, np.integer)):
+        raise TypeError(f"verbose must be None, a bool or an int >= 0, got {verbose!r}")
+    if verbose < 0:
+        raise ValueError(f"verbose must be None, a bool or an int >= 0, got {verbose!r}")
+    return int(verbose)
+
+
+def _display_callbacks(callbacks, verbose, verbosity):
+    """``callbacks`` plus what ``verbose`` asks to show: ``None`` a progress bar (drawn
+    only where a person watches a fit that takes a while, ``bonsai.progress``), ``0`` /
+    ``False`` nothing, ``k >= 1`` / ``True`` a plain evaluation line every ``k``
+    rounds.  ``verbosity=0`` also keeps the fit silent; a display the caller already
+    passed (a ProgressBar or an EvaluationMonitor) replaces the default one."""
+    callbacks = list(callbacks or [])
+    if verbose is False or verbose == 0 or verbosity == 0:
+        return callbacks
+    if any(isinstance(cb, (ProgressBar, EvaluationMonitor)) for cb in callbacks):
+        return callbacks
+    if verbose is None:
+        return callbacks + [ProgressBar()]
+    return callbacks + [EvaluationMonitor(period=int(verbose))]
 
 
 def _check_weight(w, n, name):
@@ -137,6 +224,7 @@ class _BonsaiModel(BaseEstimator):
     # -- params ---------------------------------------------------------------
     def _train_params(self, extra):
         params = self.get_params(deep=False)
+        params.pop("verbose")
         importance_type = params.pop("importance_type")
         if importance_type not in _IMPORTANCE_TYPES:
             raise ValueError(f"importance_type must be one of {_IMPORTANCE_TYPES}, "
@@ -159,7 +247,8 @@ class _BonsaiModel(BaseEstimator):
             (the last one drives early stopping)
         eval_sample_weight : list of array-like or None, optional -- one per eval set
         eval_names : list of str, optional -- default ``valid_0``, ``valid_1``, ...
-        callbacks : list of bonsai.TrainingCallback, optional
+        callbacks : list of bonsai.TrainingCallback, optional (a ProgressBar or an
+            EvaluationMonitor among them replaces the display ``verbose`` asks for)
         init_model : Booster, model file path or fitted estimator, optional --
             continue training from it
 
@@ -187,6 +276,8 @@ class _BonsaiModel(BaseEstimator):
                              "an eval_set to monitor; pass fit(..., eval_set=[(X_val, y_val)])")
         init_booster = _as_booster(init_model)
         self._check_init_model(init_booster)
+        callbacks = _display_callbacks(callbacks, _check_verbose(self.verbose),
+                                       params.verbosity)
 
         names = list(getattr(self, "feature_names_in_", [])) or None
         train_set = Dataset(X, label=y_enc, weight=w, init_score=init_score,
@@ -269,13 +360,18 @@ class _BonsaiModel(BaseEstimator):
 
     # -- predict ------------------------------------------------------------------
     def _check_X(self, X):
+        """X checked against the fit: a plain float ndarray (C or F order) of a model
+        fitted without feature names takes a fast path with sklearn's own checks and
+        messages (fitted, feature count); anything else (DataFrames and their names
+        included) goes through ``validate_data``."""
+        d = self.__dict__
+        if "booster_" in d and "feature_names_in_" not in d and _plain_matrix(X):
+            if X.shape[1] != self.n_features_in_:
+                raise ValueError(f"X has {X.shape[1]} features, but {type(self).__name__} "
+                                 f"is expecting {self.n_features_in_} features as input.")
+            return X
         check_is_fitted(self)
         return _validate_X(self, X, reset=False)
-
-    def _raw_predict(self, X, output_margin=False, iteration_range=None):
-        X = self._check_X(X)
-        return self.booster_.predict(X, output_margin=output_margin,
-                                     iteration_range=iteration_range)
 
     def apply(self, X, iteration_range=None):
         """Leaf index reached in every tree, shape (n_samples, n_trees) int32."""

@@ -16,6 +16,8 @@ from .objectives import get_objective
 from .tree import concat, concat_oblivious
 
 _CPU = get_backend("cpu")  # prediction always runs on the CPU kernels
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+_SERIAL = contextlib.nullcontext()   # small batches: no thread setup
 
 
 class Booster:
@@ -99,6 +101,13 @@ class Booster:
         return self._cache[1], self._cache[2]
 
     def _check_X(self, X):
+        if (type(X) is np.ndarray and self.categories is None and X.ndim == 2
+                and (X.dtype is _F32 or X.dtype is _F64) and X.shape[0] > 0):
+            # the fast path of a plain float matrix (one-row latency): the same checks
+            if X.shape[1] != self.n_features:
+                raise ValueError(f"X has {X.shape[1]} features, but the model was trained "
+                                 f"with {self.n_features} features")
+            return X if X.flags.c_contiguous else np.ascontiguousarray(X)
         if self.categories is not None:
             X, names, pd_cats = to_matrix(X, with_categories=True)
         else:
@@ -160,9 +169,9 @@ class Booster:
         return self._objective().transform(np.ascontiguousarray(raw.T))
 
     def _predict_threads(self, n_rows):
-        small = not _CPU.parallel_predict(n_rows)  # serial kernels: no thread setup
-        return (contextlib.nullcontext() if small
-                else thread_context(resolve_n_threads(self.n_threads)))
+        if not _CPU.parallel_predict(n_rows):   # serial kernels: no thread setup
+            return _SERIAL
+        return thread_context(resolve_n_threads(self.n_threads))
 
     def _add_trees(self, X, t0, t1, raw):
         """Add the outputs of trees ``t0:t1`` to ``raw`` ((n, K) float64, IN/OUT), each

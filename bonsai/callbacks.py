@@ -4,7 +4,7 @@
 
 ``evals_log`` is ``{data_name: {metric_name: [value per iteration]}}``.  Early
 stopping and the printed evaluation log are callbacks; the boosting loop only calls
-them.
+them.  The progress bar is one too: :class:`bonsai.progress.ProgressBar`.
 """
 import sys
 

@@ -16,7 +16,15 @@ The constructor arguments are the canonical names of
 table), except ``BonsaiClassifier(objective=None)`` (``"binary"`` for two
 classes, ``"multiclass"`` with ``num_class`` for more) and ``num_class``, which
 the classifier derives from ``y``.  ``importance_type`` (``"gain"`` or
-``"split"``) selects what :attr:`feature_importances_` reports.  As scikit-learn
+``"split"``) selects what :attr:`feature_importances_` reports.  ``verbose`` is
+what a fit shows while it runs (it is not a training parameter and is not stored in
+the model): ``None`` (default) a progress bar (``bonsai.progress.ProgressBar``:
+round, elapsed, ETA, the latest evaluation metrics), drawn only where a person
+watches -- stderr is a terminal or a Jupyter notebook -- and only once the fit has
+run 2 seconds; ``0`` / ``False`` nothing; an int ``k >= 1`` (or ``True``, 1) plain
+evaluation lines every ``k`` rounds (``EvaluationMonitor``, for logs).
+``verbosity=0`` also silences a fit, and a ``ProgressBar`` or ``EvaluationMonitor``
+passed in ``fit(callbacks=...)`` replaces the default display.  As scikit-learn
 requires, ``__init__`` only stores the arguments; they are validated by ``fit``.
 
 Conventions
@@ -28,6 +36,15 @@ Conventions
   ``predict`` (up to the best iteration after early stopping), like LightGBM:
   total split gain for ``importance_type="gain"`` (XGBoost's ``"total_gain"``,
   not its per-split average), number of splits for ``"split"``.
+* ``predict`` (and ``predict_proba``, as in LightGBM) pass ``output_margin``,
+  ``pred_leaf``, ``pred_contribs`` and ``pred_interactions`` through to
+  :meth:`bonsai.Booster.predict`; LightGBM's names ``raw_score`` and
+  ``pred_contrib`` are accepted for the first and third.  One kind at a time
+  (ValueError otherwise); each flag must be a bool.
+* A plain float32/float64 ndarray in C or F order skips scikit-learn's
+  ``validate_data`` at predict time (one-row latency), with the same fitted and
+  feature-count checks and messages; other inputs, and every input of a model
+  fitted with feature names (so the names are checked), take the full path.
 * ``best_iteration_`` is the 0-based best round when early stopping ran, else
   None; ``predict`` then uses rounds ``0..best_iteration_`` by default.
   ``best_score_`` is ``{eval_name: {metric: value}}`` at the best iteration (the
@@ -53,7 +70,8 @@ from sklearn.utils.validation import check_is_fitted
 
 __all__ = ["BonsaiClassifier", "BonsaiRegressor"]
 
-from ._sklearn_base import _CLASSIFICATION_OBJECTIVES, _D, _BonsaiModel
+from ._sklearn_base import (_CLASSIFICATION_OBJECTIVES, _D, _BonsaiModel, _booster_predict,
+                            _predict_kind)
 
 
 class BonsaiRegressor(RegressorMixin, _BonsaiModel):
@@ -98,7 +116,7 @@ class BonsaiRegressor(RegressorMixin, _BonsaiModel):
                  max_ctr_combinations=_D["max_ctr_combinations"],
                  quantized_grad=_D["quantized_grad"], grad_quant_bins=_D["grad_quant_bins"],
                  device=_D["device"],
-                 verbosity=_D["verbosity"], importance_type="gain"):
+                 verbosity=_D["verbosity"], importance_type="gain", verbose=None):
         self.objective = objective
         self.n_estimators = n_estimators
         self.learning_rate = learning_rate
@@ -139,6 +157,7 @@ class BonsaiRegressor(RegressorMixin, _BonsaiModel):
         self.device = device
         self.verbosity = verbosity
         self.importance_type = importance_type
+        self.verbose = verbose
 
     def _prepare_y(self, y):
         if isinstance(self.objective, str) and self.objective in _CLASSIFICATION_OBJECTIVES:
@@ -161,17 +180,31 @@ class BonsaiRegressor(RegressorMixin, _BonsaiModel):
             raise ValueError(f"the model has objective={booster.objective!r}; load it with "
                              "BonsaiClassifier().load_model")
 
-    def predict(self, X, output_margin=False, iteration_range=None):
-        """Predicted values, shape (n_samples,).
+    def predict(self, X, output_margin=False, iteration_range=None, *, raw_score=False,
+                pred_leaf=False, pred_contribs=False, pred_contrib=False,
+                pred_interactions=False):
+        """Predicted values, shape (n_samples,), or what one flag asks for.
 
         Parameters
         ----------
         X : array-like (n_samples, n_features)
-        output_margin : bool -- raw margins (e.g. log-scale for poisson) instead of outputs
+        output_margin : bool -- raw margins (e.g. log-scale for poisson) instead of
+            outputs; ``raw_score`` is LightGBM's name for it
         iteration_range : (start, end), optional -- rounds to use; default: up to
             ``best_iteration_`` after early stopping, else all
+        pred_leaf : bool -- leaf indices, (n_samples, n_trees) int32
+        pred_contribs : bool -- SHAP values, (n_samples, n_features + 1), the last
+            column the bias; ``pred_contrib`` is LightGBM's name for it
+        pred_interactions : bool -- SHAP interaction values,
+            (n_samples, n_features + 1, n_features + 1)
+
+        At most one kind of output may be asked for (ValueError otherwise); the
+        results are those of ``booster_.predict`` with the same flags.
         """
-        return self._raw_predict(X, output_margin, iteration_range)
+        kind = _predict_kind(output_margin, raw_score, pred_leaf, pred_contribs,
+                             pred_contrib, pred_interactions)
+        X = self._check_X(X)
+        return _booster_predict(self.booster_, X, kind, iteration_range)
 
 
 # ---------------------------------------------------------------------------
@@ -217,7 +250,7 @@ class BonsaiClassifier(ClassifierMixin, _BonsaiModel):
                  max_ctr_combinations=_D["max_ctr_combinations"],
                  quantized_grad=_D["quantized_grad"], grad_quant_bins=_D["grad_quant_bins"],
                  device=_D["device"],
-                 verbosity=_D["verbosity"], importance_type="gain"):
+                 verbosity=_D["verbosity"], importance_type="gain", verbose=None):
         self.objective = objective
         self.n_estimators = n_estimators
         self.learning_rate = learning_rate
@@ -258,6 +291,7 @@ class BonsaiClassifier(ClassifierMixin, _BonsaiModel):
         self.device = device
         self.verbosity = verbosity
         self.importance_type = importance_type
+        self.verbose = verbose
 
     # -- labels -----------------------------------------------------------------
     def _prepare_y(self, y):
@@ -322,26 +356,51 @@ class BonsaiClassifier(ClassifierMixin, _BonsaiModel):
         self.n_classes_ = int(self.classes_.shape[0])
 
     # -- predict ----------------------------------------------------------------
-    def predict_proba(self, X, iteration_range=None):
-        """Class probabilities, shape (n_samples, n_classes) (two columns for binary)."""
-        check_is_fitted(self)
-        if self.booster_.objective == "custom":  # margins -> sigmoid / softmax
-            raw = self._raw_predict(X, True, iteration_range)
-            if raw.ndim == 1:
-                p = 1.0 / (1.0 + np.exp(-raw))
-            else:
+    def predict_proba(self, X, iteration_range=None, *, output_margin=False, raw_score=False,
+                      pred_leaf=False, pred_contribs=False, pred_contrib=False,
+                      pred_interactions=False):
+        """Class probabilities, shape (n_samples, n_classes) (two columns for binary).
+
+        As in LightGBM, a flag (``output_margin`` / ``raw_score``, ``pred_leaf``,
+        ``pred_contribs`` / ``pred_contrib``, ``pred_interactions``) returns what
+        :meth:`predict` returns for it instead.
+        """
+        kind = _predict_kind(output_margin, raw_score, pred_leaf, pred_contribs,
+                             pred_contrib, pred_interactions)
+        X = self._check_X(X)
+        booster = self.booster_
+        if kind is not None:
+            return _booster_predict(booster, X, kind, iteration_range)
+        if booster.objective == "custom":  # margins -> sigmoid / softmax
+            raw = booster.predict(X, output_margin=True, iteration_range=iteration_range)
+            if raw.ndim == 2:
                 e = np.exp(raw - raw.max(axis=1, keepdims=True))
                 return e / e.sum(axis=1, keepdims=True)
+            p = 1.0 / (1.0 + np.exp(-raw))
         else:
-            p = self._raw_predict(X, False, iteration_range)
+            p = booster.predict(X, iteration_range=iteration_range)
             if p.ndim == 2:
                 return p
-        return np.column_stack([1.0 - p, p])
+        out = np.empty((p.shape[0], 2))
+        out[:, 1] = p
+        np.subtract(1.0, p, out=out[:, 0])
+        return out
 
-    def predict(self, X, output_margin=False, iteration_range=None):
-        """Predicted class labels (values of ``classes_``), shape (n_samples,);
-        with ``output_margin=True`` the raw margins ((n,) binary, (n, K) multiclass)."""
-        if output_margin:
-            return self._raw_predict(X, True, iteration_range)
+    def predict(self, X, output_margin=False, iteration_range=None, *, raw_score=False,
+                pred_leaf=False, pred_contribs=False, pred_contrib=False,
+                pred_interactions=False):
+        """Predicted class labels (values of ``classes_``), shape (n_samples,).
+
+        A flag returns ``booster_.predict``'s output for it instead: ``output_margin``
+        (LightGBM: ``raw_score``) the raw margins ((n,) binary, (n, K) multiclass),
+        ``pred_leaf`` the leaf indices (n, n_trees), ``pred_contribs`` (LightGBM:
+        ``pred_contrib``) SHAP values ((n, F + 1); (n, K, F + 1) multiclass),
+        ``pred_interactions`` SHAP interaction values.  At most one kind at a time.
+        """
+        kind = _predict_kind(output_margin, raw_score, pred_leaf, pred_contribs,
+                             pred_contrib, pred_interactions)
+        if kind is not None:
+            X = self._check_X(X)
+            return _booster_predict(self.booster_, X, kind, iteration_range)
         proba = self.predict_proba(X, iteration_range)
         return self.classes_[np.argmax(proba, axis=1)]

@@ -52,13 +52,14 @@ def _clf_data(n=300, f=5, k=3, seed=0):
 def test_constructor_defaults_come_from_param_table(cls):
     params = cls().get_params()
     table = {s.name: s.default for s in PARAM_TABLE if s.name != "num_class"}
-    assert set(params) == set(table) | {"importance_type"}
+    assert set(params) == set(table) | {"importance_type", "verbose"}
     for name, default in table.items():
         if cls is BonsaiClassifier and name == "objective":
             assert params[name] is None
         else:
             assert params[name] == default, name
     assert params["importance_type"] == "gain"
+    assert params["verbose"] is None
 
 
 # ---------------------------------------------------------------------------

@@ -346,8 +346,10 @@ def parallel_predict(n_rows):
     """Whether a prediction over ``n_rows`` rows runs the parallel kernels: not for
     small batches, and never in a child forked after OpenMP threads ran (serial
     kernels still work there; a parallel region would abort the child)."""
+    if n_rows < SERIAL_PREDICT_ROWS:   # the one-row path: no import, no thread checks
+        return False
     from ..._threads import forked_after_omp
-    return n_rows >= SERIAL_PREDICT_ROWS and not forked_after_omp()
+    return not forked_after_omp()
 
 
 def predict_raw(X, ens, out):
