@@ -134,7 +134,10 @@ def _fold_params(p, num_boost_round, metrics):
     if num_boost_round is not None:
         changes["n_estimators"] = num_boost_round
     if metrics is not None:
-        changes["eval_metric"] = [metrics] if isinstance(metrics, str) else list(metrics)
+        if not isinstance(metrics, (str, list, tuple)) or (
+                not isinstance(metrics, str) and not all(isinstance(m, str) for m in metrics)):
+            raise TypeError(f"metrics must be a metric name or a list of them, got {metrics!r}")
+        changes["eval_metric"] = metrics
     return p.replace(**changes)
 
 

@@ -254,6 +254,8 @@ def test_bad_arguments(full):
         bonsai.cv(PARAMS, full, stratified="yes")
     with pytest.raises(ValueError, match="unknown parameter"):
         bonsai.cv({"num_leaves": 3}, full)
+    with pytest.raises(TypeError, match="metrics must be"):
+        bonsai.cv(PARAMS, full, metrics=5)
     with pytest.raises(ValueError, match="needs a metric"):
         bonsai.cv(PARAMS, full, metrics="none")
     with pytest.raises(ValueError, match="share rows"):
