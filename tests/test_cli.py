@@ -76,8 +76,8 @@ def work(tmp_path_factory, arrays):
         "params": dict(PARAMS, n_estimators=30, early_stopping_rounds=3),
         "cv": {"nfold": 3, "seed": 1},
         "output": {"model": "avg.json", "metrics": "cv.json", "oof": "oof.parquet"}})
-    assert cli.main(["train", str(d / "train.toml"), "--set", "output.model=warm.json",
-                     "output.metrics=warm.json"]) == 0
+    assert cli.main(["train", str(d / "train.toml"), "--set", f"output.model={d / 'warm.json'}",
+                     f"output.metrics={d / 'warm_metrics.json'}"]) == 0
     return d
 
 
