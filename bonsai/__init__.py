@@ -1,7 +1,8 @@
 """bonsai: histogram gradient-boosted decision trees, bit-identical at any thread count.
 
-Public API: ``Dataset``, ``train``, ``Booster``, ``BonsaiRegressor``,
+Public API: ``Dataset``, ``train``, ``cv``, ``Booster``, ``BonsaiRegressor``,
 ``BonsaiClassifier``, the callbacks (``ProgressBar`` among them), and ``warmup``.
+``python -m bonsai`` (or the ``bonsai`` command) is the command line (``bonsai.cli``).
 """
 __version__ = "0.1.0"
 
@@ -11,6 +12,7 @@ _configure_threading_layer()
 
 from .booster import Booster  # noqa: E402
 from .boosting import train  # noqa: E402
+from .crossval import cv  # noqa: E402
 from .callbacks import EarlyStopping, EvaluationMonitor, TrainingCallback  # noqa: E402
 from .dataset import Dataset  # noqa: E402
 from .progress import ProgressBar  # noqa: E402
@@ -25,5 +27,6 @@ def __getattr__(name):
         return getattr(_sk, name)
     raise AttributeError(f"module 'bonsai' has no attribute {name!r}")
 
-__all__ = ["BonsaiClassifier", "BonsaiRegressor", "Booster", "Dataset", "EarlyStopping", "EvaluationMonitor", "ProgressBar",
-           "TrainingCallback", "train", "warmup", "__version__"]
+__all__ = ["BonsaiClassifier", "BonsaiRegressor", "Booster", "Dataset", "EarlyStopping",
+           "EvaluationMonitor", "ProgressBar", "TrainingCallback", "cv", "train", "warmup",
+           "__version__"]

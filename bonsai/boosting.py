@@ -72,7 +72,7 @@ def _sample_rows(n, subsample, rng):
 
 
 def train(params, train_set, num_boost_round=None, valid_sets=None, valid_names=None,
-          callbacks=None, init_model=None):
+          callbacks=None, init_model=None, *, _stepwise=False):
     """Train a gradient-boosted tree model.
 
     Parameters
@@ -88,6 +88,10 @@ def train(params, train_set, num_boost_round=None, valid_sets=None, valid_names=
     Returns
     -------
     Booster
+
+    ``_stepwise=True`` (for ``bonsai.cv``, which trains its folds in lockstep) returns
+    instead a generator that runs one boosting round per step and yields the Booster
+    after it; the caller runs it inside ``thread_context``.
     """
     p = validate_params(params)
     if num_boost_round is not None:
@@ -138,8 +142,12 @@ def train(params, train_set, num_boost_round=None, valid_sets=None, valid_names=
         else:
             grower = Grower(backend, train_set.X_hist, train_set.X_cols, train_set.bin_mapper,
                             p, used_threads, n)
-        _boost(p, booster, objective, grower, backend, train_set, y, w, raw, evals, metrics,
-               callbacks, k_out, enc)
+        rounds = _boost(p, booster, objective, grower, backend, train_set, y, w, raw, evals,
+                        metrics, callbacks, k_out, enc)
+        if _stepwise:
+            return rounds
+        for _ in rounds:
+            pass
     return booster
 
 
@@ -297,6 +305,7 @@ def _grow_round(p, booster, objective, grower, backend, train_set, y, w, raw, ev
 
 def _boost(p, booster, objective, grower, backend, train_set, y, w, raw, evals, metrics,
            callbacks, k_out, enc=None):
+    """The boosting rounds: a generator yielding the Booster after every round."""
     n = y.shape[0]
     grad = np.empty((k_out, n), GRAD)
     hess = np.empty((k_out, n), GRAD)
@@ -325,6 +334,7 @@ def _boost(p, booster, objective, grower, backend, train_set, y, w, raw, evals, 
         stop = False
         for cb in callbacks:  # every callback sees every iteration
             stop = cb.after_iteration(booster, it, evals_log) or stop
+        yield booster
         if stop:
             break
     for cb in callbacks:

@@ -89,6 +89,24 @@ def to_matrix(data, name="X", with_categories=False):
     return (X, names, cats) if with_categories else (X, names)
 
 
+def take_rows(data, rows):
+    """Rows ``rows`` (int64 indices) of data ``to_matrix`` accepts, in its own type:
+    numpy arrays and scipy.sparse matrices by indexing, pandas by ``iloc``, Arrow tables
+    by ``take``, polars by row indexing."""
+    if isinstance(data, np.ndarray):
+        return data[rows]
+    if hasattr(data, "tocsr") and hasattr(data, "toarray"):   # scipy.sparse (COO too)
+        return data.tocsr()[rows]
+    if _is_pandas_df(data):
+        return data.iloc[rows]
+    mod = type(data).__module__
+    if mod.startswith("pyarrow"):
+        return data.take(rows)
+    if mod.startswith("polars"):
+        return data[rows]
+    return np.asarray(data)[rows]
+
+
 def check_vector(v, n, name, allow_negative=True, dtype=np.float64, keep_float32=False):
     """1-D finite float vector of length n, or ValueError naming ``name``.
     ``keep_float32``: a float32 vector stays float32 (no float64 copy; every consumer

@@ -1,7 +1,8 @@
 """``Dataset``: features binned once and reused across fits and boosting rounds.
 
 Validation data is binned with the training bin edges by passing
-``reference=train_set``.  A Dataset holds the column-major bins ``X_cols`` (partition,
+``reference=train_set``; ``Dataset.subset(rows)`` takes rows of a Dataset with its bins
+as they are (cross-validation folds, binned once).  A Dataset holds the column-major bins ``X_cols`` (partition,
 binned prediction) and ``X_hist``, what histograms are filled from: the dense blocked
 row-major matrix ``X_binned``, or a ``SparseRows`` layout for data whose cells mostly
 sit in their feature's most frequent bin (one-hot, bag-of-words, many NaN).
@@ -12,7 +13,7 @@ from ._profile import stage
 from ._threads import resolve_n_threads, thread_context
 from .binning import BinMapper, sparse_rows
 from .categorical import CategoryMap, resolve_features
-from .data import check_vector, is_integer, to_matrix
+from .data import check_vector, is_integer, take_rows, to_matrix
 
 
 class Dataset:
@@ -120,6 +121,42 @@ class Dataset:
         # kept (no copy of numpy input) for continued training and re-binning; with
         # categorical features the user's own data, which predict codes again
         self.data = X if self.categories is None else raw
+
+    def subset(self, rows):
+        """The Dataset of rows ``rows`` (integer indices, in the order given) with this
+        Dataset's bin edges and bins: nothing is binned again, so a model trained on it
+        equals one trained on ``Dataset(X[rows], ..., reference=self)``.  Labels,
+        weights, init scores, category codes and the raw data are taken row by row."""
+        n = self.n_rows
+        idx = np.asarray(rows)
+        if idx.ndim != 1 or idx.dtype.kind not in "iu" or idx.shape[0] == 0:
+            raise ValueError(f"rows must be a non-empty 1-D array of row indices, got "
+                             f"{type(rows).__name__} of dtype {idx.dtype} and shape {idx.shape}")
+        if idx.min() < 0 or idx.max() >= n:
+            bad = idx[(idx < 0) | (idx >= n)][0]
+            raise ValueError(f"rows: index {int(bad)} is out of range for {n} rows")
+        idx = idx.astype(np.int64)
+        sub = object.__new__(Dataset)
+        sub._shape = (idx.shape[0], self.n_features)
+        sub.weight = None if self.weight is None else self.weight[idx]
+        if sub.weight is not None and not sub.weight.sum() > 0:
+            raise ValueError("weight must not be all zero (in the rows of the subset)")
+        sub.label = None if self.label is None else self.label[idx]
+        sub.init_score = None if self.init_score is None else self.init_score[idx]
+        sub.bin_mapper = self.bin_mapper
+        sub.feature_names = self.feature_names
+        sub.categories = self.categories
+        sub.cat_codes = None if self.cat_codes is None else np.ascontiguousarray(
+            self.cat_codes[:, idx])
+        sub.X_cols = np.ascontiguousarray(self.X_cols[:, idx])
+        with thread_context(resolve_n_threads(None)):
+            with stage("bin_layout"):
+                sparse = sparse_rows(sub.X_cols, self.bin_mapper.feat_off)
+                sub.X_hist = self.bin_mapper.to_blocked(sub.X_cols) if sparse is None else sparse
+        sub.reference = self
+        sub.random_state = self.random_state
+        sub.data = None if self.data is None else take_rows(self.data, idx)
+        return sub
 
     @property
     def X_binned(self):
