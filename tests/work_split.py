@@ -145,7 +145,8 @@ class WorkLog:
         """Assert the recorded split steps ran on ``n`` threads: numba set to ``n`` in
         every step, the root's histogram and some partition and histogram fill cut
         into ``n`` thread pieces (one for ``n == 1``), and for ``n >= 2`` a parallel
-        split scan over two or more nodes.  Returns the summary."""
+        split scan over two or more nodes.  (Wide data, whose histograms are cut by
+        feature blocks, needs at least ``n`` blocks.)  Returns the summary."""
         need_threads(n)
         s = self.summary()
         want = {"numba_threads": [n], "n_threads": [n], "root_hist": n, "hist": n,
