@@ -62,3 +62,21 @@ def n_cpu_threads():
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover
         return os.cpu_count() or 1
+
+
+# ---- several threads for real (helpers in work_split.py) ----------------------------
+
+@pytest.fixture
+def split_finely(monkeypatch):
+    """Lower the backend's work-split thresholds (``work_split.FINE``) for this test, so
+    a few thousand rows are cut between threads."""
+    import work_split
+    work_split.split_finely(monkeypatch.setattr)
+
+
+@pytest.fixture
+def work_log(monkeypatch):
+    """A ``work_split.WorkLog`` recording how this test's split steps, predictions and
+    SHAP calls were cut between threads (``check_fit(n)``, ``check_kernels(n, name)``)."""
+    import work_split
+    return work_split.WorkLog.install(monkeypatch.setattr)

@@ -81,17 +81,43 @@ def test_as_accurate_as_lightgbm(task, grower, lgb_example):
         assert np.all((pb > 0) & (pb < 1))
 
 
-def test_weighted_binary_and_init_score_run(lgb_example, shared_data):
-    """The .weight and .init side files load and train (sanity, no comparison)."""
+def test_weights_and_init_score_change_the_model(lgb_example, shared_data):
+    """The .weight and .init side files load; weights and an init_score that must change
+    the model, each against a fit without them.  (The weight file is 6,998 ones, a 1.1
+    and a 1.2: a fit that ignored it would pass any check on it.)"""
     X, y, Xt, yt = lgb_example("binary")
-    w = np.loadtxt(shared_data / "lightgbm-examples" / "binary.train.weight")
+    w_file = np.loadtxt(shared_data / "lightgbm-examples" / "binary.train.weight")
     init = np.loadtxt(shared_data / "lightgbm-examples" / "regression.train.init")
-    assert w.shape == y.shape == init.shape
-    b = bonsai.train({"objective": "binary", "n_estimators": 20, "n_threads": 2},
-                     bonsai.Dataset(X, label=y, weight=w))
-    auc = roc_auc_score(yt, b.predict(Xt))
-    print(f"\n[accuracy] weighted binary, 20 rounds: AUC={auc:.5f}")
+    assert w_file.shape == y.shape == init.shape
+    p = {"objective": "binary", "n_estimators": 20, "n_threads": 2}
+    # the file's weights, positives counted 4 times
+    w = w_file * np.where(y == 1, 4.0, 1.0)
+    plain = bonsai.train(p, bonsai.Dataset(X, label=y))
+    weighted = bonsai.train(p, bonsai.Dataset(X, label=y, weight=w))
+    pw = np.sum(w * y) / np.sum(w)
+    # the weights reach the boost-from-average base score ...
+    assert weighted.base_score[0] == pytest.approx(np.log(pw / (1 - pw)), rel=1e-12)
+    assert plain.base_score[0] == pytest.approx(np.log(y.mean() / (1 - y.mean())), rel=1e-12)
+    # ... and the trees' gradients: from one fixed base score, the weighted trees raise
+    # the predicted probability (4x odds would add ~0.2 at p = 0.5)
+    p0 = dict(p, base_score=0.0)
+    q_plain = bonsai.train(p0, bonsai.Dataset(X, label=y)).predict(Xt)
+    q_weighted = bonsai.train(p0, bonsai.Dataset(X, label=y, weight=w)).predict(Xt)
+    print(f"\n[accuracy] positives weighted x4: mean p {q_plain.mean():.4f} -> "
+          f"{q_weighted.mean():.4f}")
+    assert q_weighted.mean() > q_plain.mean() + 0.1
+    auc = roc_auc_score(yt, weighted.predict(Xt))
+    print(f"[accuracy] weighted binary, 20 rounds: AUC={auc:.5f}")
     assert auc > 0.7
-    r = bonsai.train({"objective": "squared_error", "n_estimators": 20, "n_threads": 2},
-                     bonsai.Dataset(X, label=y, init_score=init))
-    assert np.all(np.isfinite(r.predict(Xt)))
+    # init_score: squared error on y from the margins ``init`` is squared error on
+    # y - init from 0 (same gradients), and far from a fit that starts at mean(y)
+    r = {"objective": "squared_error", "n_estimators": 20, "n_threads": 2}
+    with_init = bonsai.train(r, bonsai.Dataset(X, label=y, init_score=init))
+    residual = bonsai.train(dict(r, base_score=0.0), bonsai.Dataset(X, label=y - init))
+    without = bonsai.train(r, bonsai.Dataset(X, label=y))
+    assert with_init.base_score[0] == 0.0 and without.base_score[0] == pytest.approx(y.mean())
+    a, b, c = with_init.predict(X), residual.predict(X), without.predict(X)
+    np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
+    print(f"[accuracy] init_score: max |with - residual fit| {np.max(np.abs(a - b)):.2e}, "
+          f"mean |with - without| {np.mean(np.abs(a - c)):.3f}")
+    assert np.mean(np.abs(a - c)) > 0.1

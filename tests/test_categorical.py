@@ -92,18 +92,29 @@ def test_unseen_categories_go_the_missing_way(model, data):
     assert np.array_equal(b.predict(num), b.predict(nan))
 
 
-def test_model_bytes_identical_at_1_and_2_threads(model, data):
+def test_model_bytes_identical_at_1_and_2_threads(model, data, split_finely, work_log):
+    """The fixture's model (default thresholds: its 6,000 rows run on one thread)
+    against fits at 1 and 2 threads with the work-split thresholds lowered, which cut
+    the histograms, partitions and scans between the threads (``work_log`` checks)."""
     b, policy = model
     df, y = data
     s = b.model_to_string()
-    assert _fit(df, y, threads=1, grow_policy=policy).model_to_string() == s
-    assert _fit(df, y, threads=2, grow_policy=policy).model_to_string() == s
+    for n in (1, 2):
+        work_log.clear()
+        assert _fit(df, y, threads=n, grow_policy=policy).model_to_string() == s, n
+        work_log.check_fit(n, f"categorical {policy}")
 
 
-def test_quantized_categorical_deterministic(data):
+@pytest.mark.parametrize("policy", GROWERS)
+def test_quantized_categorical_deterministic(data, policy, split_finely, work_log):
     df, y = data
-    a = _fit(df, y, threads=1, quantized_grad=True).model_to_string()
-    assert _fit(df, y, threads=2, quantized_grad=True).model_to_string() == a
+    texts = []
+    for n in (1, 2):
+        work_log.clear()
+        texts.append(_fit(df, y, threads=n, quantized_grad=True,
+                          grow_policy=policy).model_to_string())
+        work_log.check_fit(n, f"quantized categorical {policy}")
+    assert texts[0] == texts[1]
 
 
 def test_model_file_round_trip(model, data, tmp_path):

@@ -3,15 +3,14 @@ in their own library (float32 inputs with NaN), every input form loads, unsuppor
 models fail with a clear error, and imported models survive bonsai's model files."""
 import json
 
+import lightgbm as lgb  # test extras: a missing one fails collection, it never skips
 import numpy as np
 import pandas as pd
 import pytest
+import xgboost as xgb
 
 import bonsai
 from bonsai.importers import from_lightgbm, from_xgboost
-
-xgb = pytest.importorskip("xgboost")
-lgb = pytest.importorskip("lightgbm")
 
 TOL = dict(rtol=1e-6, atol=1e-6)
 N_TRAIN = 2000

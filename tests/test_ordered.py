@@ -102,12 +102,17 @@ def test_ctr_features_are_used_and_importance_goes_to_their_sources(model):
     assert imp.shape == (3,) and imp[0] > 0 and imp[1] > 0
 
 
-def test_deterministic_at_1_and_2_threads(model):
+def test_deterministic_at_1_and_2_threads(model, split_finely, work_log):
+    """The fixture's model (default thresholds: its 6,000 rows run on one thread)
+    against fits at 1 and 2 threads with the work-split thresholds lowered, which cut
+    the histograms, partitions and scans between the threads (``work_log`` checks)."""
     b, policy = model
     df, y = _data()
     s = b.model_to_string()
-    assert _fit(df, y, threads=1, grow_policy=policy).model_to_string() == s
-    assert _fit(df, y, threads=2, grow_policy=policy).model_to_string() == s
+    for n in (1, 2):
+        work_log.clear()
+        assert _fit(df, y, threads=n, grow_policy=policy).model_to_string() == s, n
+        work_log.check_fit(n, f"ordered {policy}")
 
 
 def test_shuffled_and_unseen_categories(model):
@@ -159,7 +164,7 @@ def test_pair_combination_is_added_and_helps():
 
 
 @pytest.mark.parametrize("objective", ["multiclass", "squared_error"])
-def test_multiclass_and_regression(objective):
+def test_multiclass_and_regression(objective, split_finely, work_log):
     df, y = _data(n=3000)
     if objective == "multiclass":
         y = (y + (df["x"].to_numpy() > 0.5)).astype(float)     # 3 classes
@@ -169,8 +174,11 @@ def test_multiclass_and_regression(objective):
         extra = {}
     p = dict(PARAMS, objective=objective, n_estimators=5, **extra)
     b = bonsai.train(dict(p, n_threads=2), bonsai.Dataset(df, label=y))
+    work_log.check_fit(2, f"ordered {objective}")     # lowered thresholds: 2 threads
     assert b.ctr.prior.shape == ((3,) if objective == "multiclass" else (1,))
+    work_log.clear()
     b1 = bonsai.train(dict(p, n_threads=1), bonsai.Dataset(df, label=y))
+    work_log.check_fit(1, f"ordered {objective}")
     assert b1.model_to_string() == b.model_to_string()
     assert np.isfinite(b.predict(df)).all()
 

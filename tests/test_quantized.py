@@ -46,13 +46,17 @@ def test_packed_quantization_is_unbiased_and_unpacks_exactly():
 
 
 @pytest.mark.parametrize("policy", ["depthwise", "leafwise", "oblivious"])
-def test_quantized_model_bytes_identical_across_threads(policy):
+def test_quantized_model_bytes_identical_across_threads(policy, split_finely, work_log):
+    """4,800 sampled rows: the lowered work-split thresholds cut every level, the
+    partition and the quantization between the 2 threads (``work_log`` checks it)."""
     X, y = _data()
     texts = []
     for n_threads in (1, 2):
+        work_log.clear()
         b = bonsai.train({"objective": "binary", "n_estimators": 8, "grow_policy": policy,
                           "quantized_grad": True, "subsample": 0.8, "n_threads": n_threads,
                           "colsample_bytree": 0.9}, bonsai.Dataset(X, label=y))
+        work_log.check_fit(n_threads, f"quantized {policy}")
         texts.append(b.model_to_string())
     assert texts[0] == texts[1]
 

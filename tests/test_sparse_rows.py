@@ -88,14 +88,22 @@ def _dense_dataset(X, y):
 
 @pytest.mark.parametrize("policy", ["depthwise", "leafwise", "oblivious"])
 @pytest.mark.parametrize("quantized", [False, True])
-def test_models_identical_to_dense_layout_and_across_threads(policy, quantized):
+def test_models_identical_to_dense_layout_and_across_threads(policy, quantized, split_finely,
+                                                            work_log):
+    """Sparse rows at 1 and 2 threads and the dense layout at 2 threads; the lowered
+    work-split thresholds cut the 2,400 sampled rows between the threads (``work_log``
+    checks every 2-thread fit)."""
     X, y = _onehot_like()
     ds = bonsai.Dataset(X, y)
     assert isinstance(ds.X_hist, SparseRows) and ds.X_binned is None
     params = dict(objective="binary", max_depth=5, grow_policy=policy, subsample=0.8,
                   colsample_bynode=0.8, quantized_grad=quantized, random_state=3)
-    models = [bonsai.train(dict(params, n_threads=t), d, num_boost_round=8).model_to_string()
-              for t, d in ((1, ds), (2, ds), (2, _dense_dataset(X, y)))]
+    models = []
+    for t, d in ((1, ds), (2, ds), (2, _dense_dataset(X, y))):
+        work_log.clear()
+        models.append(bonsai.train(dict(params, n_threads=t), d,
+                                   num_boost_round=8).model_to_string())
+        work_log.check_fit(t, f"{'sparse' if d is ds else 'dense'} rows {policy}")
     assert models[0] == models[1] == models[2]
 
 

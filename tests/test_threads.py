@@ -124,7 +124,9 @@ def test_thread_context_sets_and_restores():
     assert numba.get_num_threads() == before
 
 
-def test_thread_context_serialises_python_threads():
+def test_thread_context_serialises_python_threads_only_on_workqueue():
+    """In this process's layer: workqueue holds a lock (a second Python thread waits for
+    the block to end), OpenMP does not (the second thread runs through)."""
     order = []
 
     def worker(tag):
@@ -133,14 +135,43 @@ def test_thread_context_serialises_python_threads():
             order.append((tag, "out"))
 
     with thread_context(1):
+        locked = _threads._layer_initialized() == "workqueue"
         t = threading.Thread(target=worker, args=("t",))
         t.start()
-        t.join(0.05)
-        locked = _threads._layer_initialized() == "workqueue"
-        if locked:  # the worker must wait for us to leave
-            assert order == []
-    t.join(5)
+        t.join(0.2 if locked else 10)
+        during = list(order)
+    t.join(10)
+    assert _threads._layer_initialized() in ("omp", "workqueue")
+    assert during == ([] if locked else [("t", "in"), ("t", "out")])
     assert order == [("t", "in"), ("t", "out")]
+
+
+def test_thread_context_serialises_python_threads_on_workqueue():
+    """The default layer here is OpenMP, so the lock is checked in a process that runs
+    numba's workqueue layer (which aborts when two Python threads run parallel
+    kernels at once): a second thread's block waits until the first one's ends."""
+    code = textwrap.dedent(f"""
+        import importlib.util, threading, numba
+        spec = importlib.util.spec_from_file_location("_threads", {THREADS_PY!r})
+        mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
+        order = []
+        def worker():
+            with mod.thread_context(1):
+                order.append("worker")
+        with mod.thread_context(1):
+            t = threading.Thread(target=worker)
+            t.start()
+            t.join(0.3)
+            during = len(order)
+            order.append("main_leaves")
+        t.join(10)
+        print(numba.threading_layer(), during, ",".join(order))
+    """)
+    env = dict(os.environ, NUMBA_THREADING_LAYER="workqueue")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["workqueue", "0", "main_leaves,worker"], out.stdout
 
 
 def _layer_in_subprocess(env_layer):
