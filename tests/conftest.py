@@ -6,6 +6,13 @@ The data lies inside the repository (``tests/data/`` and the demo's
 clone with nothing beside it runs the whole suite.  A test that needs a file FAILS
 (it does not skip) when the file is missing, so a broken checkout cannot pass
 silently.
+
+The suite tests the bonsai that Python imports: ``pytest tests`` (the README's
+command) puts only ``tests/`` on ``sys.path``, so it tests the installed package,
+while ``python -m pytest tests`` from the repository root tests the source tree (Python
+puts the working directory first).  The closing summary names the bonsai under
+test, child Python processes import that same one (``child_env``), and
+``tests/_repo_guard.py`` fails any test that touches a path outside the repository.
 """
 import gzip
 import os
@@ -29,9 +36,13 @@ EXAMPLES = {
     "multiclass": (TEST_DATA / "multiclass.train.gz", TEST_DATA / "multiclass.test.gz"),
 }
 
-# make ``reference.naive`` importable whatever pytest's import mode
+# make ``reference.naive`` and ``_repo_guard`` importable whatever pytest's import mode
 if str(TESTS_DIR) not in sys.path:
     sys.path.insert(0, str(TESTS_DIR))
+
+import _repo_guard  # noqa: E402
+
+GUARD = _repo_guard.install(REPO_ROOT)
 
 
 def _existing(path):
@@ -84,3 +95,76 @@ def n_cpu_threads():
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover
         return os.cpu_count() or 1
+
+
+# ---- which bonsai is tested, and child processes that import the same one -----------
+
+def bonsai_under_test():
+    """The directory of the bonsai package this process imported."""
+    import bonsai
+    return Path(bonsai.__file__).resolve().parent
+
+
+@pytest.fixture
+def child_env():
+    """A copy of ``os.environ`` under which a child ``python`` imports the bonsai under
+    test: the directory that holds it goes first on PYTHONPATH unless it is a
+    site-packages directory (the child finds it there).  Start the child with a working
+    directory other than the repository root, whose source tree would win otherwise."""
+    import site
+    env = dict(os.environ)
+    parent = str(bonsai_under_test().parent)
+    site_dirs = {os.path.realpath(d) for d in site.getsitepackages()}
+    if os.path.realpath(parent) not in site_dirs:
+        env["PYTHONPATH"] = os.pathsep.join([parent] + [p for p in
+                                                        [env.get("PYTHONPATH")] if p])
+    return env
+
+
+# ---- the repository guard: a test that touched a path outside the repository fails --
+
+def pytest_configure(config):
+    if config.option.basetemp:
+        GUARD.allow(config.option.basetemp)
+
+
+def pytest_runtest_logstart(nodeid, location):
+    GUARD.current = nodeid
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    GUARD.current = None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    records = GUARD.take(item.nodeid)
+    if not records:
+        return
+    if rep.failed:
+        rep.sections.append(("repository guard", _repo_guard.describe(records)))
+    else:
+        rep.outcome = "failed"
+        rep.longrepr = _repo_guard.describe(records)
+
+
+_SESSION = {}
+
+
+def pytest_sessionfinish(session, exitstatus):
+    records = GUARD.take(None)   # outside any test: collection, module imports
+    if records:
+        _SESSION["records"] = records
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter):
+    mod = sys.modules.get("bonsai")   # reported as imported, never imported here
+    where = (f"{mod.__version__} {os.path.dirname(os.path.abspath(mod.__file__))}"
+             if mod is not None else "not imported")
+    terminalreporter.write_line(f"bonsai under test: {where}")
+    if "records" in _SESSION:
+        terminalreporter.write_line("outside any test, the suite "
+                                    + _repo_guard.describe(_SESSION["records"]), red=True)
