@@ -10,6 +10,8 @@ import re
 import subprocess
 import sys
 
+import numpy as np
+
 import _repo_guard
 from conftest import REPO_ROOT, TEST_DATA, bonsai_under_test
 
@@ -102,3 +104,16 @@ def test_bonsai_under_test_is_the_checkout_or_an_installed_copy():
     installed = os.path.realpath(here.parent) in {os.path.realpath(d)
                                                   for d in site.getsitepackages()}
     assert in_checkout or installed, here
+
+
+def test_demo_runs_from_the_bonsai_under_test(capsys, lgb_example):
+    """``python -m bonsai.demo``'s main, with the data shipped inside the package under
+    test (an installed copy must carry ``bonsai/data``); its data equals the checkout's."""
+    from bonsai import demo
+    X, y, Xt, yt = demo.load_binary()
+    for got, want in zip((X, y, Xt, yt), lgb_example("binary")):
+        np.testing.assert_array_equal(got, want)
+    demo.main()
+    out = capsys.readouterr().out
+    m = re.search(r"^test AUC = (0\.\d{4})", out, re.M)
+    assert m and float(m.group(1)) > 0.8, out
