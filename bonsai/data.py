@@ -1,10 +1,14 @@
 """Input validation at the API boundary: turn user data (numpy, pandas, Arrow,
 polars, scipy.sparse) into a 2-D float matrix plus feature names, and check labels,
-weights and init scores.  Everything downstream assumes clean data.
+weights and init scores.  Everything downstream assumes clean data.  Arrow and polars
+tables are read without pandas (``bonsai._frames``).
 """
 import numbers
 
 import numpy as np
+
+from ._frames import (arrow_vector, from_arrow, from_polars, is_arrow_table, is_arrow_vector,
+                      is_polars_frame)
 
 
 def _is_pandas_df(data):
@@ -53,16 +57,26 @@ def to_matrix(data, name="X", with_categories=False):
 
     X is float32 when the input is float32, float64 otherwise (never a float64 copy
     of float32 data); any memory order is kept.  feature_names is None for plain
-    arrays.  A DataFrame's ``category`` columns hold their pandas codes (NaN for
-    missing) and ``categories[j]`` their categories (``bonsai.categorical`` maps
-    them to the model's codes); without ``with_categories`` they are a TypeError.
+    arrays.  A DataFrame's ``category`` columns (Arrow dictionary and polars
+    Categorical / Enum columns alike) hold their codes (NaN for missing) and
+    ``categories[j]`` their categories (``bonsai.categorical`` maps them to the model's
+    codes); without ``with_categories`` they are a TypeError.
     """
     names = None
     cats = {}
-    if hasattr(data, "to_pandas") and not _is_pandas_df(data):  # pyarrow / polars
+    frame = None
+    if is_arrow_table(data):
+        frame = from_arrow
+    elif is_polars_frame(data):
+        frame = from_polars
+    elif _is_pandas_df(data):
+        frame = _from_pandas
+    elif hasattr(data, "to_pandas"):   # other data frames that convert to pandas
         data = data.to_pandas()
-    if _is_pandas_df(data):
-        X, names, cats = _from_pandas(data)
+        if _is_pandas_df(data):
+            frame = _from_pandas
+    if frame is not None:
+        X, names, cats = frame(data)
         if cats and not with_categories:
             j = next(iter(cats))
             raise TypeError(f"X: column {names[j]!r} is categorical, but the model has no "
@@ -111,7 +125,9 @@ def check_vector(v, n, name, allow_negative=True, dtype=np.float64, keep_float32
     """1-D finite float vector of length n, or ValueError naming ``name``.
     ``keep_float32``: a float32 vector stays float32 (no float64 copy; every consumer
     widens it exactly)."""
-    if hasattr(v, "to_numpy"):
+    if is_arrow_vector(v):
+        v = arrow_vector(v)
+    elif hasattr(v, "to_numpy"):
         v = v.to_numpy()
     v = np.asarray(v)
     if v.dtype.kind in "OUS":
@@ -140,7 +156,9 @@ def check_vector(v, n, name, allow_negative=True, dtype=np.float64, keep_float32
 def check_init_score(s, n, n_outputs):
     """(n,) or (n, K) finite init scores -> (K, n) float64, a fresh array (training
     adds to it in place; the caller's scores must stay as they were)."""
-    if hasattr(s, "to_numpy"):
+    if is_arrow_vector(s):
+        s = arrow_vector(s)
+    elif hasattr(s, "to_numpy"):
         s = s.to_numpy()
     s = np.asarray(s, dtype=np.float64)
     if s.ndim == 1:

@@ -1,9 +1,20 @@
-"""Shared fixtures: the real data sets under ``<repo>/../shared/data`` and a loader for
+"""Shared fixtures: the real data sets kept in the repository and a loader for
 LightGBM's TSV example files (label in the first column).
 
-The shared data is part of the CI image.  A test that needs it FAILS (it does not
-skip) when it is missing, so a broken checkout cannot pass silently.
+The data lies inside the repository (``tests/data/`` and the demo's
+``bonsai/data/``; ``tests/data/README.md`` gives each file's source and licence), so a
+clone with nothing beside it runs the whole suite.  A test that needs a file FAILS
+(it does not skip) when the file is missing, so a broken checkout cannot pass
+silently.
+
+The suite tests the bonsai that Python imports: ``pytest tests`` (the README's
+command) puts only ``tests/`` on ``sys.path``, so it tests the installed package,
+while ``python -m pytest tests`` from the repository root tests the source tree (Python
+puts the working directory first).  The closing summary names the bonsai under
+test, child Python processes import that same one (``child_env``), and
+``tests/_repo_guard.py`` fails any test that touches a path outside the repository.
 """
+import gzip
 import os
 import sys
 from pathlib import Path
@@ -13,47 +24,69 @@ import pytest
 
 TESTS_DIR = Path(__file__).resolve().parent
 REPO_ROOT = TESTS_DIR.parent
-SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+TEST_DATA = TESTS_DIR / "data"
+BUNDLED_DATA = REPO_ROOT / "bonsai" / "data"   # the demo's HIGGS sample, read from the checkout
 
-# make ``reference.naive`` importable whatever pytest's import mode
+# LightGBM example name -> (train file, test file).  LightGBM's regression.{train,test}
+# are byte-identical to binary.{train,test} (tests/data/README.md), so both read the
+# demo's copy.
+EXAMPLES = {
+    "binary": (BUNDLED_DATA / "binary.train.gz", BUNDLED_DATA / "binary.test"),
+    "regression": (BUNDLED_DATA / "binary.train.gz", BUNDLED_DATA / "binary.test"),
+    "multiclass": (TEST_DATA / "multiclass.train.gz", TEST_DATA / "multiclass.test.gz"),
+}
+
+# make ``reference.naive`` and ``_repo_guard`` importable whatever pytest's import mode
 if str(TESTS_DIR) not in sys.path:
     sys.path.insert(0, str(TESTS_DIR))
+
+import _repo_guard  # noqa: E402
+
+GUARD = _repo_guard.install(REPO_ROOT)
+
+
+def _existing(path):
+    if not path.is_file():
+        pytest.fail(f"test data file {path} is missing (see tests/data/README.md); this "
+                    "test needs it and must not be skipped", pytrace=False)
+    return path
+
+
+def load_text(path, **kw):
+    """``np.loadtxt`` of a data file in the repository, gunzipped when it ends in .gz."""
+    path = _existing(Path(path))
+    if path.suffix == ".gz":
+        with gzip.open(path, "rt") as fh:
+            return np.loadtxt(fh, dtype=np.float64, **kw)
+    return np.loadtxt(path, dtype=np.float64, **kw)
 
 
 def load_tsv(path):
     """A LightGBM example TSV file -> (X float64 (n, F), y float64 (n,))."""
-    a = np.loadtxt(path, delimiter="\t", dtype=np.float64, ndmin=2)
+    a = load_text(path, delimiter="\t", ndmin=2)
     return np.ascontiguousarray(a[:, 1:]), np.ascontiguousarray(a[:, 0])
 
 
 @pytest.fixture(scope="session")
-def shared_data():
-    """Path of ``<repo>/../shared/data``; fails the test when it is missing."""
-    if not SHARED_DATA.is_dir():
-        pytest.fail(f"shared test data not found at {SHARED_DATA} (expected <repo>/../shared/data "
-                    "with lightgbm-examples/ and xgboost-demo/); this test needs it and must "
-                    "not be skipped", pytrace=False)
-    return SHARED_DATA
-
-
-@pytest.fixture(scope="session")
-def lgb_example(shared_data):
-    """``lgb_example("binary") -> (X_train, y_train, X_test, y_test)`` from
-    ``lightgbm-examples/<name>.{train,test}``."""
+def lgb_example():
+    """``lgb_example("binary") -> (X_train, y_train, X_test, y_test)`` of LightGBM's
+    ``<name>.{train,test}`` example files (``binary``, ``regression``, ``multiclass``)."""
     cache = {}
 
     def load(name):
         if name not in cache:
-            parts = []
-            for split in ("train", "test"):
-                path = shared_data / "lightgbm-examples" / f"{name}.{split}"
-                if not path.is_file():
-                    pytest.fail(f"shared data file {path} is missing", pytrace=False)
-                parts.extend(load_tsv(path))
-            cache[name] = tuple(parts)
+            train, test = EXAMPLES[name]
+            cache[name] = load_tsv(train) + load_tsv(test)
         return cache[name]
 
     return load
+
+
+@pytest.fixture(scope="session")
+def lgb_side_file():
+    """``lgb_side_file("binary.train.weight") -> (n,) float64``: one of LightGBM's
+    one-number-a-line side files (weights, initial scores) from ``tests/data/``."""
+    return lambda name: load_text(TEST_DATA / f"{name}.gz")
 
 
 @pytest.fixture(scope="session")
@@ -62,6 +95,67 @@ def n_cpu_threads():
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover
         return os.cpu_count() or 1
+
+
+# ---- which bonsai is tested, and child processes that import the same one -----------
+
+from _child import bonsai_under_test, child_env as _child_env  # noqa: E402
+
+
+@pytest.fixture
+def child_env():
+    """``os.environ`` for a child ``python`` that imports the bonsai under test (start
+    it outside the repository root; ``tests/_child.py``)."""
+    return _child_env()
+
+
+# ---- the repository guard: a test that touched a path outside the repository fails --
+
+def pytest_configure(config):
+    if config.option.basetemp:
+        GUARD.allow(config.option.basetemp)
+
+
+def pytest_runtest_logstart(nodeid, location):
+    GUARD.current = nodeid
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    GUARD.current = None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    records = GUARD.take(item.nodeid)
+    if not records:
+        return
+    if rep.failed:
+        rep.sections.append(("repository guard", _repo_guard.describe(records)))
+    else:
+        rep.outcome = "failed"
+        rep.longrepr = _repo_guard.describe(records)
+
+
+_SESSION = {}
+
+
+def pytest_sessionfinish(session, exitstatus):
+    records = GUARD.take(None)   # outside any test: collection, module imports
+    if records:
+        _SESSION["records"] = records
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter):
+    mod = sys.modules.get("bonsai")   # reported as imported, never imported here
+    where = (f"{mod.__version__} {os.path.dirname(os.path.abspath(mod.__file__))}"
+             if mod is not None else "not imported")
+    terminalreporter.write_line(f"bonsai under test: {where}")
+    if "records" in _SESSION:
+        terminalreporter.write_line("outside any test, the suite "
+                                    + _repo_guard.describe(_SESSION["records"]), red=True)
 
 
 # ---- several threads for real (helpers in work_split.py) ----------------------------

@@ -1,5 +1,5 @@
-"""Accuracy against LightGBM on the shared real data sets (train on ``.train``,
-evaluate on ``.test``), with the same hyper-parameters.
+"""Accuracy against LightGBM on real data (LightGBM's example files, kept in the
+repository: train on ``.train``, evaluate on ``.test``), with the same hyper-parameters.
 
 bonsai must be as good as LightGBM within: 0.005 AUC (binary), 1% RMSE (regression),
 0.01 multi-logloss (multiclass).  Both the leafwise grower (31 leaves, as LightGBM's
@@ -81,13 +81,13 @@ def test_as_accurate_as_lightgbm(task, grower, lgb_example):
         assert np.all((pb > 0) & (pb < 1))
 
 
-def test_weights_and_init_score_change_the_model(lgb_example, shared_data):
+def test_weights_and_init_score_change_the_model(lgb_example, lgb_side_file):
     """The .weight and .init side files load; weights and an init_score that must change
     the model, each against a fit without them.  (The weight file is 6,998 ones, a 1.1
     and a 1.2: a fit that ignored it would pass any check on it.)"""
     X, y, Xt, yt = lgb_example("binary")
-    w_file = np.loadtxt(shared_data / "lightgbm-examples" / "binary.train.weight")
-    init = np.loadtxt(shared_data / "lightgbm-examples" / "regression.train.init")
+    w_file = lgb_side_file("binary.train.weight")
+    init = lgb_side_file("regression.train.init")
     assert w_file.shape == y.shape == init.shape
     p = {"objective": "binary", "n_estimators": 20, "n_threads": 2}
     # the file's weights, positives counted 4 times

@@ -17,6 +17,8 @@ import bonsai
 from bonsai import _config, cli, io_tables
 from bonsai.demo import load_binary
 
+from _child import bonsai_under_test, child_env
+
 REPO = Path(__file__).resolve().parent.parent
 BUNDLED = REPO / "bonsai" / "data"
 N_TRAIN = 2000
@@ -27,10 +29,11 @@ NAMES = [f"f{j}" for j in range(28)]
 
 
 def run(*args, cwd):
-    """``python -m bonsai ARGS`` importing this checkout's bonsai."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in [env.get("PYTHONPATH")] if p])
-    return subprocess.run([sys.executable, "-m", "bonsai", *map(str, args)], cwd=cwd, env=env,
+    """``python -m bonsai ARGS`` importing the bonsai under test (``cwd`` is never the
+    repository root, whose source tree ``-m`` would import instead)."""
+    assert os.path.realpath(cwd) != os.path.realpath(REPO), cwd
+    return subprocess.run([sys.executable, "-m", "bonsai", *map(str, args)], cwd=cwd,
+                          env=child_env(),
                           capture_output=True, text=True, timeout=600)
 
 
@@ -227,7 +230,7 @@ def test_info(tmp_path):
     r = run("info", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     out = r.stdout
-    assert f"bonsai {bonsai.__version__} ({REPO / 'bonsai'})" in out
+    assert f"bonsai {bonsai.__version__} ({bonsai_under_test()})" in out
     assert f"numba {numba.__version__}" in out and f"numpy {np.__version__}" in out
     assert f"python {sys.version.split()[0]}" in out
     assert "threading layer: omp" in out or "threading layer: workqueue" in out

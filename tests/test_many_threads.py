@@ -15,17 +15,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+from _child import child_env
+
 TESTS_DIR = Path(__file__).resolve().parent
 REPO_ROOT = TESTS_DIR.parent
 
 
 def _run_subprocess():
-    env = dict(os.environ, NUMBA_NUM_THREADS="8")
+    env = child_env(extra_paths=[TESTS_DIR], NUMBA_NUM_THREADS="8")   # the bonsai under test
     env.pop("BONSAI_PROFILE", None)      # the profiled path bypasses the recorded step
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(REPO_ROOT), str(TESTS_DIR)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    # a script's own folder (tests/) goes first on the child's sys.path, not the cwd
     out = subprocess.run([sys.executable, str(TESTS_DIR / "many_threads_run.py")],
-                         cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
+                         cwd=TESTS_DIR, env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, f"subprocess failed:\n{out.stderr[-4000:]}"
     return json.loads(out.stdout.strip().splitlines()[-1])
 

@@ -6,7 +6,6 @@ schema, broken tree) raises ValueError with a message that says what is wrong, a
 never predicts.
 """
 import json
-import os
 import pickle
 import subprocess
 import sys
@@ -16,8 +15,6 @@ import numpy as np
 import pytest
 
 import bonsai
-
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _data(n=1200, seed=0, n_features=6):
@@ -129,8 +126,9 @@ def test_early_stopped_model_keeps_best_iteration(tmp_path):
     np.testing.assert_array_equal(c.predict(X), b.predict(X))
 
 
-def test_load_needs_no_training_data(model, tmp_path):
-    """Load and predict in a fresh interpreter that never saw the training data."""
+def test_load_needs_no_training_data(model, tmp_path, child_env):
+    """Load and predict in a fresh interpreter (importing the same bonsai) that never
+    saw the training data."""
     b, X = model
     path = tmp_path / "m.json"
     b.save_model(path)
@@ -144,7 +142,7 @@ def test_load_needs_no_training_data(model, tmp_path):
         print("ok")
     """)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       timeout=120, cwd=str(tmp_path))
+                       timeout=120, cwd=str(tmp_path), env=child_env)
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-3000:]
 
 

@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -17,6 +18,8 @@ from bonsai import progress
 from bonsai.callbacks import EvaluationMonitor
 from bonsai.progress import ProgressBar
 from bonsai.sklearn import BonsaiClassifier
+
+from _child import child_env
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -63,9 +66,7 @@ _SCRIPT = textwrap.dedent("""
 
 
 def _env():
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    return env
+    return child_env()     # the bonsai under test (the children start in a temp dir)
 
 
 def test_bar_renders_under_a_pseudo_terminal():
@@ -76,7 +77,7 @@ def test_bar_renders_under_a_pseudo_terminal():
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 160, 0, 0))
     try:
-        proc = subprocess.Popen([sys.executable, "-c", _SCRIPT], cwd=REPO_ROOT, env=_env(),
+        proc = subprocess.Popen([sys.executable, "-c", _SCRIPT], cwd=tempfile.gettempdir(), env=_env(),
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=slave)
     finally:
@@ -110,7 +111,7 @@ def test_bar_renders_under_a_pseudo_terminal():
 
 
 def test_silent_when_stderr_is_not_a_terminal():
-    proc = subprocess.run([sys.executable, "-c", _SCRIPT], cwd=REPO_ROOT, env=_env(),
+    proc = subprocess.run([sys.executable, "-c", _SCRIPT], cwd=tempfile.gettempdir(), env=_env(),
                           stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")
     assert proc.stdout.decode().strip() == "done"

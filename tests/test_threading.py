@@ -4,7 +4,6 @@ runtime) without deadlocking or crashing.
 Each scenario runs in a fresh SUBPROCESS, so the threading layers start cold, with a
 timeout: a deadlock fails the test instead of hanging the suite.
 """
-import os
 import subprocess
 import sys
 import textwrap
@@ -12,7 +11,6 @@ import textwrap
 import pytest
 
 TIMEOUT_S = 120
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 PRELUDE = textwrap.dedent("""
     import numpy as np
@@ -101,13 +99,13 @@ SCENARIOS = {
 
 
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
-def test_bonsai_lightgbm_xgboost_in_one_process(scenario):
+def test_bonsai_lightgbm_xgboost_in_one_process(scenario, child_env, tmp_path):
     code = PRELUDE + textwrap.dedent(SCENARIOS[scenario]) + "\nprint('ok')\n"
-    env = dict(os.environ)
+    env = child_env
     env.pop("NUMBA_THREADING_LAYER", None)
     try:
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                           timeout=TIMEOUT_S, cwd=REPO_ROOT, env=env)
+                           timeout=TIMEOUT_S, cwd=str(tmp_path), env=env)
     except subprocess.TimeoutExpired as e:
         pytest.fail(f"{scenario}: no result after {TIMEOUT_S} s (deadlock?); "
                     f"stderr tail: {(e.stderr or b'')[-2000:]!r}")

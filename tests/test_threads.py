@@ -13,7 +13,7 @@ from bonsai import _threads
 from bonsai._threads import (available_threads, cgroup_cpu_limit, configure_threading_layer,
                              hardware_thread_count, resolve_n_threads, thread_context)
 
-THREADS_PY = os.path.join(os.path.dirname(__file__), os.pardir, "bonsai", "_threads.py")
+THREADS_PY = os.path.abspath(_threads.__file__)   # the bonsai under test
 
 
 def _write(root, rel, text):
@@ -232,7 +232,7 @@ def test_threading_layer_respects_environment():
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
-def test_forked_child_predicts_serially_and_refuses_to_train_clearly():
+def test_forked_child_predicts_serially_and_refuses_to_train_clearly(child_env, tmp_path):
     """GNU OpenMP is not fork-safe: in a child forked after bonsai ran parallel
     kernels, prediction falls back to the serial kernels (same outputs) and training
     raises a RuntimeError that says what to do, instead of the process aborting."""
@@ -264,9 +264,9 @@ def test_forked_child_predicts_serially_and_refuses_to_train_clearly():
                 assert msg == "trained", msg
             print("ok", numba.threading_layer())
     """)
-    env = dict(os.environ)
+    env = child_env
     env.pop("NUMBA_THREADING_LAYER", None)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         timeout=180, cwd=os.path.dirname(os.path.dirname(os.path.abspath(THREADS_PY))))
+                         timeout=180, cwd=str(tmp_path))
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.split()[0] == "ok"
