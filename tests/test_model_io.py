@@ -10,6 +10,7 @@ import pickle
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -365,7 +366,7 @@ def test_bad_ctr_fields(tmp_path):
     case(lambda c: c["cards"].update({k: v + 1 for k, v in c["cards"].items()}), r"cards")
 
 
-KEPT = os.path.join(REPO_ROOT, "tests", "data", "models")
+KEPT = Path(__file__).resolve().parent / "data" / "models"
 
 
 @pytest.mark.parametrize("name", ["bonsai-0.1.0-binary", "bonsai-0.1.0-categorical"])
@@ -374,8 +375,8 @@ def test_models_written_by_earlier_releases_load(name):
     predict exactly what the release that wrote them predicted.  Never regenerate
     them: a later release must read them, or fail with a clear error."""
     import pandas as pd
-    path = os.path.join(KEPT, name + ".json")
-    ref = np.load(os.path.join(KEPT, name + ".npz"))
+    path = KEPT / (name + ".json")
+    ref = np.load(KEPT / (name + ".npz"))
     b = bonsai.Booster(model_file=path)
     if "codes" in ref:
         c = ref["codes"]
