@@ -146,9 +146,11 @@ def train(params, train_set, num_boost_round=None, valid_sets=None, valid_names=
                         metrics, callbacks, k_out, enc)
         if _stepwise:
             return rounds
-        for _ in rounds:
-            pass
-    return booster
+        while True:   # the model is what the callbacks' before/after_training returned
+            try:
+                next(rounds)
+            except StopIteration as done:
+                return done.value
 
 
 def _combination_round(p):

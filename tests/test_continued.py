@@ -172,3 +172,4 @@ def test_continued_with_sampling_equals_one_fit(quantized):
     whole = _fit(params, X, y, N1 + N2)
     more = _fit(params, X, y, N2, init_model=_fit(params, X, y, N1))
     assert more.model_to_string() == whole.model_to_string()
+
