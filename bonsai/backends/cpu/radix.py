@@ -6,7 +6,8 @@ is flipped for positives and every bit for negatives, and any NaN becomes the
 largest key.
 """
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.extending import overload
 
 _RADIX_BITS = 11
 _RADIX_MASK = np.uint64((1 << _RADIX_BITS) - 1)
@@ -91,3 +92,22 @@ def radix_sort_f64(col, scratch):
             keys[i] = k & ~sign
         else:
             keys[i] = ~k
+
+
+def radix_sort(col):
+    """Sort a float32 or float64 array in place, NaN last.  In compiled code this is
+    ``radix_sort_f32`` or ``radix_sort_f64``, chosen by the array's dtype when the
+    caller is compiled (so a caller compiles only the one it uses)."""
+    col.sort()
+
+
+@overload(radix_sort)
+def _radix_sort_typed(col):
+    if col.dtype == types.float32:
+        def sort_f32(col):
+            radix_sort_f32(col, np.empty(col.shape[0], np.uint32))
+        return sort_f32
+
+    def sort_f64(col):
+        radix_sort_f64(col, np.empty(col.shape[0], np.uint64))
+    return sort_f64
