@@ -17,6 +17,8 @@ from ._intrinsics import prefetch_cell, prefetch_item, prefetch_row
 
 #: rows ahead to prefetch in a gathered fill (16-32 measured best, NOTES-numba.md)
 PREFETCH_DISTANCE = 24
+#: rows per chunk of ``max_abs`` (at most 64 chunks)
+MAX_ABS_CHUNK = 16384
 
 
 @parallel_kernel
@@ -29,7 +31,7 @@ def max_abs(grad, hess, out):
     grad, hess : (n,) float32, IN ; out : (2,) float64, OUT
     """
     n = grad.shape[0]
-    n_chunks = max(1, min(64, n // 16384))
+    n_chunks = max(1, min(64, n // MAX_ABS_CHUNK))
     part = np.zeros((n_chunks, 2))
     bad = np.zeros(n_chunks, np.uint8)
     for c in prange(n_chunks):
@@ -58,7 +60,7 @@ def max_abs(grad, hess, out):
             return
 
 
-@njit(parallel=True, cache=True)
+@parallel_kernel
 def quantize_gradients(grad, hess, scale_g, scale_h, count_bits, out):
     """``out[i] = (rint(grad[i] * scale_g), rint(hess[i] * scale_h) * 2**count_bits + 1)``.
 
@@ -313,6 +315,23 @@ def restore_default_bins(hist, slots, totals, feat_off, default_bin):
                 out[lo + default_bin[f], c] = totals[j, c] - s
 
 
+@njit(cache=True)
+def _add_into(d, s):
+    """``d += s`` over (bins, channels) int64 slots, as plain loops (numba's in-place
+    array operators compile a broadcasting ufunc loop and its checks)."""
+    for b in range(d.shape[0]):
+        for c in range(d.shape[1]):
+            d[b, c] += s[b, c]
+
+
+@njit(cache=True)
+def _sub_into(d, s):
+    """``d -= s``, as ``_add_into``."""
+    for b in range(d.shape[0]):
+        for c in range(d.shape[1]):
+            d[b, c] -= s[b, c]
+
+
 @parallel_kernel
 def merge_slots(hist, dst_slot, src_ptr, src_slot):
     """``hist[dst_slot[j]] += hist[src]`` for every src in ``src_slot[src_ptr[j]:src_ptr[j+1]]``.
@@ -322,7 +341,7 @@ def merge_slots(hist, dst_slot, src_ptr, src_slot):
     for j in prange(dst_slot.shape[0]):
         d = hist[dst_slot[j]]
         for p in range(src_ptr[j], src_ptr[j + 1]):
-            d += hist[src_slot[p]]
+            _add_into(d, hist[src_slot[p]])
 
 
 @parallel_kernel
@@ -330,5 +349,4 @@ def subtract_histograms(hist, parent_slot, child_slot):
     """In place: ``hist[parent_slot[j]] -= hist[child_slot[j]]``; the parent's slot then
     holds the sibling's histogram (exact, integer cells)."""
     for j in prange(parent_slot.shape[0]):
-        p = hist[parent_slot[j]]
-        p -= hist[child_slot[j]]
+        _sub_into(hist[parent_slot[j]], hist[child_slot[j]])
