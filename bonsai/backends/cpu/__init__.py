@@ -37,6 +37,8 @@ MIN_PARALLEL_SPLIT_NODES = 4
 #: kernel of it is ever big enough to cut, and its first fit compiles no parallel
 #: kernel (numba compiles a parallel kernel several times slower than its serial twin)
 MIN_PARALLEL_BINS = 1 << 16
+#: ``max_abs`` takes chunks of ``MAX_ABS_CHUNK`` rows: in parallel from two chunks
+MIN_PARALLEL_MAX_ABS_ROWS = 2 * _hist.MAX_ABS_CHUNK
 
 
 class HistogramPool:
@@ -106,7 +108,7 @@ def quantize(grad, hess, n_rows, out, quant_bins=0, seed=0):
     """
     m = np.zeros(2)
     if grad.size:
-        _pick(_hist.max_abs, _parallel_rows(grad.shape[0], 2 * _hist.MAX_ABS_CHUNK))(grad, hess, m)
+        _pick(_hist.max_abs, _parallel_rows(grad.shape[0], MIN_PARALLEL_MAX_ABS_ROWS))(grad, hess, m)
     max_g, max_h = float(m[0]), float(m[1])
     if not (np.isfinite(max_g) and np.isfinite(max_h)):
         raise FloatingPointError("non-finite gradient or hessian")
@@ -364,14 +366,25 @@ def leaf_sums(grad, hess, idx, leaf_start, leaf_stop):
 
 #: below this many rows prediction runs on the calling thread (no parallel region)
 SERIAL_PREDICT_ROWS = 512
+#: nor with fewer (rows x trees) than this: under about a millisecond of work, where a
+#: parallel region gains little (and a first predict then compiles no parallel kernel,
+#: which takes seconds)
+MIN_PARALLEL_PREDICT_WORK = 1 << 16
 
 
-def parallel_predict(n_rows):
-    """Whether a prediction over ``n_rows`` rows runs the parallel kernels: not for
-    small batches, and never in a child forked after OpenMP threads ran (serial
-    kernels still work there; a parallel region would abort the child)."""
+def parallel_predict(n_rows, n_trees=None):
+    """Whether a prediction over ``n_rows`` rows (of ``n_trees`` trees, if given) runs
+    the parallel kernels: not for small batches or little work, and never in a child
+    forked after OpenMP threads ran (serial kernels still work there; a parallel
+    region would abort the child)."""
     from ..._threads import forked_after_omp
-    return n_rows >= SERIAL_PREDICT_ROWS and not forked_after_omp()
+    return (n_rows >= SERIAL_PREDICT_ROWS
+            and (n_trees is None or n_rows * n_trees >= MIN_PARALLEL_PREDICT_WORK)
+            and not forked_after_omp())
+
+
+def _n_trees(ens):
+    return ens.tree_offset.shape[0] - 1
 
 
 def predict_raw(X, ens, out):
@@ -381,25 +394,25 @@ def predict_raw(X, ens, out):
                                    ens.tree_class, out)
         return
     if ens.has_cat:
-        k = _pick(_pred.predict_nodes, parallel_predict(X.shape[0]))
+        k = _pick(_pred.predict_nodes, parallel_predict(X.shape[0], _n_trees(ens)))
         k(X, ens.feature, ens.threshold, ens.default_left, ens.left, ens.right, ens.value,
           ens.cat_ptr, ens.cat_words, ens.tree_offset, ens.tree_class, out)
         return
     h = ens.heaps
     if h is not None:
-        k = _pick(_heaps.predict_heaps, parallel_predict(X.shape[0]))
+        k = _pick(_heaps.predict_heaps, parallel_predict(X.shape[0], _n_trees(ens)))
         k(X, h.thresholds32 if X.dtype == np.float32 else h.thresholds, h.feature, h.column,
           h.n_columns, h.nodes, h.node_offset, h.leaves, h.leaf_offset, h.depth,
           h.tree_class, h.chunk_ptr, out)
         return
-    k = _pick(_pred.predict_records, parallel_predict(X.shape[0]))
+    k = _pick(_pred.predict_records, parallel_predict(X.shape[0], _n_trees(ens)))
     k(X, ens.records, ens.tree_offset, ens.tree_depth, ens.tree_class, ens.chunk_ptr, out)
 
 
 
 def predict_oblivious(X, obl, out):
     """Add an all-oblivious ensemble's outputs to ``out (n, K)`` (branchless walk)."""
-    k = _pick(_pred.predict_oblivious, parallel_predict(X.shape[0]))
+    k = _pick(_pred.predict_oblivious, parallel_predict(X.shape[0], obl.tree_class.shape[0]))
     thr = obl.level_threshold32 if X.dtype == np.float32 else obl.level_threshold
     k(X, obl.level_feature, thr, obl.level_default_left, obl.level_offset,
       obl.leaf_value, obl.leaf_offset, obl.tree_class, obl.level_cat_ptr, obl.level_cat_words,
@@ -408,7 +421,7 @@ def predict_oblivious(X, obl, out):
 
 def predict_leaf(X, ens, out):
     """Leaf index of every row in every tree, ``out (n, T) int32``."""
-    k = _pick(_pred.predict_leaf, parallel_predict(X.shape[0]))
+    k = _pick(_pred.predict_leaf, parallel_predict(X.shape[0], _n_trees(ens)))
     k(X, ens.feature, ens.threshold, ens.default_left, ens.left, ens.right, ens.cat_ptr,
       ens.cat_words, ens.tree_offset, out)
 
@@ -416,6 +429,6 @@ def predict_leaf(X, ens, out):
 def predict_binned_add(X_cols, rows, tree, missing_bin, out):
     """``out[rows[i]] += tree output`` of binned rows (validation sets, out-of-bag rows)."""
     cat_ptr, cat_words = tree.arrays_cat()
-    _pred.predict_binned_add(X_cols, rows, tree.feature, tree.bin_threshold, tree.default_left,
-                             missing_bin, tree.left, tree.right, tree.value, cat_ptr, cat_words,
-                             out)
+    _pick(_pred.predict_binned_add, _parallel_rows(rows.shape[0]))(
+        X_cols, rows, tree.feature, tree.bin_threshold, tree.default_left, missing_bin,
+        tree.left, tree.right, tree.value, cat_ptr, cat_words, out)

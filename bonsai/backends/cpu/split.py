@@ -395,6 +395,15 @@ def _best_split(hist, slot, sub_slot, n_rows, feat_off, n_value_bins, feature_ma
     return (best if (bf >= 0 and best > cfg[4]) else NEG_INF), bf, bb, bdl
 
 
+@njit(cache=True)
+def max_value_bins(n_value_bins):
+    """The most value bins of any feature (at least 1): ``_best_split``'s buffers."""
+    max_nv = np.int64(1)   # int64, not a literal: one compiled _best_split for every caller
+    for f in range(n_value_bins.shape[0]):
+        max_nv = max(max_nv, n_value_bins[f])
+    return max_nv
+
+
 @parallel_kernel
 def find_best_splits(hist, slots, sub_slots, node_rows, feat_off, n_value_bins, feature_mask,
                      is_cat, cat_cfg, scales, cfg, min_child_samples, out_gain, out_feature,
@@ -431,9 +440,7 @@ def find_best_splits(hist, slots, sub_slots, node_rows, feat_off, n_value_bins, 
     out_left_sums, out_node_sums : (m, 3) int64, OUT
     out_bits : (m, W) uint64, OUT -- a categorical split's left categories (bin -1)
     """
-    max_nv = np.int64(1)   # int64, not a literal: one compiled _best_split for both twins
-    for f in range(n_value_bins.shape[0]):
-        max_nv = max(max_nv, n_value_bins[f])
+    max_nv = max_value_bins(n_value_bins)
     for i in prange(slots.shape[0]):
         g, f, b, dl = _best_split(hist, slots[i], sub_slots[i], node_rows[i], feat_off,
                                   n_value_bins, feature_mask[i], is_cat, cat_cfg, scales, cfg,

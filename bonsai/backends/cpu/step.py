@@ -49,7 +49,6 @@ _merge_ser = _hist.merge_slots.serial
 _part_par = _part.partition_nodes
 _part_ser = _part.partition_nodes.serial
 _scan_par = _split.find_best_splits
-_scan_ser = _split.find_best_splits.serial
 
 
 @njit(cache=True)
@@ -305,7 +304,7 @@ def scan_children(hist, starts, stops, nleft, child_slot, sub, feat_off, n_value
     min_parallel_nodes = thread_plan(par)[3]
     m2 = child_slot.shape[0]
     e_child = np.empty(m2, np.int64)
-    n_e = 0
+    n_e = np.int64(0)      # not a literal 0: one compiled split_outputs
     for c in range(m2):
         out_gain[c] = _split.NEG_INF
         out_feature[c] = -1
@@ -333,9 +332,12 @@ def scan_children(hist, starts, stops, nleft, child_slot, sub, feat_off, n_value
     if par is not None and n_e >= min_parallel_nodes:
         _scan_par(hist, e_slot, e_sub, e_rows, feat_off, n_value_bins, e_mask, is_cat, cat_cfg,
                   scales, cfg, min_child_samples, gain, feat, bb, dl, lsum, sums, bits)
-    else:
-        _scan_ser(hist, e_slot, e_sub, e_rows, feat_off, n_value_bins, e_mask, is_cat, cat_cfg,
-                  scales, cfg, min_child_samples, gain, feat, bb, dl, lsum, sums, bits)
+    else:   # find_best_splits.serial's loop, without compiling it as one more layer
+        max_nv = _split.max_value_bins(n_value_bins)
+        for j in range(n_e):
+            gain[j], feat[j], bb[j], dl[j] = _split._best_split(
+                hist, e_slot[j], e_sub[j], e_rows[j], feat_off, n_value_bins, e_mask[j], is_cat,
+                cat_cfg, scales, cfg, min_child_samples, max_nv, lsum[j], sums[j], bits[j])
     for j in range(n_e):
         c = e_child[j]
         out_gain[c] = gain[j]
