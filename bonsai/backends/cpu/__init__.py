@@ -166,12 +166,19 @@ def build_histograms(pool, X_binned, feat_off, gh, idx, starts, stops, slots, n_
     """
     layout, X_dense, sp_ptr, sp_bins, sp_default = _layout(X_binned, feat_off, n_threads)
     par = thread_plan(idx.shape[0], int(feat_off[-1]), n_threads)
-    _step.build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, idx, identity,
-                starts, stops, slots, pool.scratch(max(n_threads - 1, 1)), par, pool.hist)
+    _step.build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, _packed(gh), idx,
+                identity, starts, stops, slots, pool.scratch(max(n_threads - 1, 1)), par,
+                pool.hist)
 
 
 def _pick(kernel, parallel):
     return kernel if parallel else kernel.serial
+
+
+def _packed(gh):
+    """The fill's ``packed`` argument: True for packed quantized (n, 1) cells, None for
+    exact (n, 2) ones (the packed fill is then not compiled)."""
+    return True if gh.shape[1] == 1 else None
 
 
 def _parallel_rows(n, min_rows=None):
@@ -257,7 +264,8 @@ def split_nodes(pool, nodes, batch, X_cols, X_hist, feat_off, n_value_bins, miss
     if not _profile.ENABLED:
         n_e, n_f = _step.split_nodes(
             layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, n_value_bins,
-            missing_bin, gh, idx, tmp, pool.hist, t, t_gain, t_sums, t_lsum, t_bits, batch,
+            missing_bin, gh, _packed(gh), idx, tmp, pool.hist, t, t_gain, t_sums, t_lsum, t_bits,
+            batch,
             first, new_slot, scratch, child_ok, min_split_rows, masks, is_cat, cat_cfg, scales,
             cfg, min_child_samples, par, identity, expand, free)
         return expand[:n_e].tolist(), free[:n_f].tolist()
@@ -265,8 +273,8 @@ def split_nodes(pool, nodes, batch, X_cols, X_hist, feat_off, n_value_bins, miss
     if m == 0:
         root = np.zeros(1, np.int64)
         with _profile.stage("histograms"):
-            _step.build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, idx,
-                        identity, t[root, START], t[root, STOP], t[root, SLOT], scratch,
+            _step.build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, _packed(gh),
+                        idx, identity, t[root, START], t[root, STOP], t[root, SLOT], scratch,
                         par, pool.hist)
         with _profile.stage("splits"):
             gain, feat, bin_, dl, lsum, sums, bits = find_best_splits(
@@ -287,8 +295,8 @@ def split_nodes(pool, nodes, batch, X_cols, X_hist, feat_off, n_value_bins, miss
                                                        new_slot, child_ok, min_split_rows, slot)
     if b_start.shape[0]:
         with _profile.stage("histograms"):
-            _step.build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, idx, False,
-                        b_start, b_stop, b_slot, scratch, par, pool.hist)
+            _step.build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, _packed(gh),
+                        idx, False, b_start, b_stop, b_slot, scratch, par, pool.hist)
     gain, c_feat, c_bin, c_dl, lsum, sums, c_bits = _step.split_outputs(2 * m, t_bits.shape[1])
     with _profile.stage("splits"):
         _step.scan_children(pool.hist, starts, stops, nleft, slot, sub, feat_off, n_value_bins,

@@ -179,8 +179,8 @@ def _fill_rows(X_binned, row_base, f_lo, f_hi, feat_off, gh, idx, start, stop, o
 
 
 @parallel_kernel
-def build_histograms(X_binned, feat_off, gh, idx, identity, task_start, task_stop, task_slot,
-                     task_block_lo, task_block_hi, thread_ptr, hist):
+def build_histograms(X_binned, feat_off, gh, packed, idx, identity, task_start, task_stop,
+                     task_slot, task_block_lo, task_block_hi, thread_ptr, hist):
     """Fill histogram slots: task ``t`` adds the rows ``idx[task_start:task_stop]`` over
     feature blocks ``task_block_lo..task_block_hi-1`` to slot ``task_slot[t]`` (whose
     bins of those blocks it zeroes first).
@@ -195,6 +195,8 @@ def build_histograms(X_binned, feat_off, gh, idx, identity, task_start, task_sto
     feat_off : (F + 1,) int64 bin offsets, IN
     gh : (n, 2) int64 fixed-point (grad, packed hess/count), or (n, 1) int64 packed
         quantized (grad, hess) cells (``quantize_packed``), IN
+    packed : None for (n, 2) cells, True for (n, 1) packed cells (None: the packed fill
+        is not compiled)
     idx : (n_sampled,) uint32 sample indices, nodes are contiguous ranges, IN
     identity : bool -- ``idx[i] == i`` over every task range (read rows directly)
     task_start, task_stop, task_slot, task_block_lo, task_block_hi : (T,) int64, IN
@@ -212,7 +214,7 @@ def build_histograms(X_binned, feat_off, gh, idx, identity, task_start, task_sto
                 f_lo = blk * width
                 f_hi = min(n_features, f_lo + width)
                 out[feat_off[f_lo]:feat_off[f_hi], :] = 0
-                if gh.shape[1] == 1:
+                if packed is not None:
                     _fill_packed(X_binned, blk * n, f_lo, f_hi, feat_off, gh, idx, identity,
                                  task_start[t], task_stop[t], out)
                 elif identity:

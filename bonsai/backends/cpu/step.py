@@ -22,7 +22,8 @@ optional layout is guarded by its own test):
   only, no parallel kernel (``thread_plan``);
 * ``is_cat`` None (no categorical feature) leaves out the categorical split scan;
 * ``sp_ptr`` None (dense data) leaves out the sparse-rows fill, ``X_dense`` None
-  (sparse-rows data) the dense one.
+  (sparse-rows data) the dense one;
+* ``packed`` None (exact gradient cells) leaves out the quantized fill.
 
 A first fit compiles one specialisation of ``split_nodes`` instead of all of them
 (the demo's cold start: see ``benchmarks/RESULTS.md``).
@@ -143,8 +144,8 @@ def partition(X_cols, idx, tmp, starts, stops, feature, bin_, default_left, miss
 
 
 @njit(cache=True)
-def build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, idx, identity, starts,
-          stops, slots, scratch_slots, par, hist):
+def build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, packed, idx, identity,
+          starts, stops, slots, scratch_slots, par, hist):
     """Fill ``hist[slots[i]]`` from rows ``idx[starts[i]:stops[i]]``.
 
     ``DENSE_ROWS``: rows cut into one piece per thread; a node cut between threads
@@ -153,7 +154,8 @@ def build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, idx, ident
     range of feature blocks and fills them for every node.  Sparse rows (``sp_ptr``,
     ``sp_bins``, ``sp_default`` given, ``X_dense`` None): like DENSE_ROWS over that
     layout, then the default bins are restored from the node totals.  The layout not
-    in use is passed as None, so its kernels are not compiled; ``par`` as
+    in use is passed as None, so its kernels are not compiled; ``packed``: None for
+    exact (n, 2) cells ``gh``, True for packed quantized (n, 1) ones; ``par`` as
     ``thread_plan``.  See ``bonsai.backends.cpu._layout`` for the measured reasons."""
     m = starts.shape[0]
     channels = hist.shape[2]
@@ -184,11 +186,11 @@ def build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, idx, ident
         for j in range(n_t + 1):
             ptr[j] = ((n_blocks * j) // n_t) * m
         if par is not None and n_t > 1:
-            _build_par(X_dense, feat_off, gh, idx, identity, t_start, t_stop, t_slot, t_blo,
-                       t_bhi, ptr, hist)
+            _build_par(X_dense, feat_off, gh, packed, idx, identity, t_start, t_stop, t_slot,
+                       t_blo, t_bhi, ptr, hist)
         else:
-            _build_ser(X_dense, feat_off, gh, idx, identity, t_start, t_stop, t_slot, t_blo,
-                       t_bhi, ptr, hist)
+            _build_ser(X_dense, feat_off, gh, packed, idx, identity, t_start, t_stop, t_slot,
+                       t_blo, t_bhi, ptr, hist)
         return
     node, p_start, p_stop, ptr = plan_pieces(starts, stops, n_threads, min_rows)
     n_p = node.shape[0]
@@ -217,11 +219,11 @@ def build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, idx, ident
         blo = np.zeros(n_p, np.int64)
         bhi = np.full(n_p, (n_features + width - 1) // width, np.int64)
         if par is not None and cut:
-            _build_par(X_dense, feat_off, gh, idx, identity, p_start, p_stop, p_slot, blo, bhi,
-                       ptr, hist)
+            _build_par(X_dense, feat_off, gh, packed, idx, identity, p_start, p_stop, p_slot,
+                       blo, bhi, ptr, hist)
         else:
-            _build_ser(X_dense, feat_off, gh, idx, identity, p_start, p_stop, p_slot, blo, bhi,
-                       ptr, hist)
+            _build_ser(X_dense, feat_off, gh, packed, idx, identity, p_start, p_stop, p_slot,
+                       blo, bhi, ptr, hist)
     if n_extra > 0:                    # add the extra pieces into their nodes' slots
         dst = np.empty(n_extra, np.int64)
         src_ptr = np.zeros(n_extra + 1, np.int64)
@@ -429,7 +431,7 @@ def write_children(t, t_gain, t_sums, t_left_sums, t_bits, batch, first, starts,
 
 @njit(cache=True)
 def split_nodes(layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, n_value_bins,
-                missing_bin, gh, idx, tmp, hist, t, t_gain, t_sums, t_left_sums, t_bits, batch,
+                missing_bin, gh, packed, idx, tmp, hist, t, t_gain, t_sums, t_left_sums, t_bits, batch,
                 first, new_slot, scratch_slots, child_ok, min_split_rows, masks, is_cat, cat_cfg,
                 scales, cfg, min_child_samples, par, identity, out_expand, out_free):
     """Split the nodes ``batch`` of the node table (``bonsai.nodes``: ``t`` its int
@@ -446,8 +448,8 @@ def split_nodes(layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, 
     can split (they keep a histogram slot), ``out_free[:n_free]`` the slots to free.
 
     ``par`` is the thread plan (``thread_plan``; None: every kernel on one thread),
-    ``is_cat`` None for data without categorical features, and the histogram layout
-    as ``build`` (what is None is left out of the compiled code).
+    ``is_cat`` None for data without categorical features, ``packed`` and the histogram
+    layout as ``build`` (what is None is left out of the compiled code).
 
     An empty batch evaluates the root instead (table row 0, its rows and slot set;
     ``identity``: ``idx[i] == i`` over its rows): its histogram, sums and best split
@@ -476,7 +478,7 @@ def split_nodes(layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, 
     # one call site per kernel (the root takes the same ones): each is compiled into
     # this function's code once
     if b_start.shape[0] > 0:
-        build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, idx,
+        build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, packed, idx,
               identity and root, b_start, b_stop, b_slot, scratch_slots, par, hist)
     gain, c_feature, c_bin, c_dl, left_sums, sums, c_bits = split_outputs(child_slot.shape[0],
                                                                           t_bits.shape[1])
