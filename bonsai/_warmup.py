@@ -57,19 +57,23 @@ def _fits(rng):
           Dataset(X, label=y_bin)).predict(X[:5])
 
 
-def warmup(verbose=False):
-    """Train and predict tiny models with every grower and the main objectives, on one
-    thread's kernels and (with more than one thread) on the parallel ones.
+def warmup(verbose=False, small=True, large=True):
+    """Train and predict tiny models with every grower and the main objectives.
+
+    ``small``: with the kernels of small fits (one thread's); ``large`` (with more than
+    one thread): with those of fits large enough to share between threads (a benchmark
+    on large data needs only these, and loads less code without the others).
 
     Returns the seconds it took (the first call in a fresh environment compiles;
     later processes load the kernels from the cache).  Not to be called while another
-    Python thread trains: the parallel pass lowers module-level thresholds.
+    Python thread trains: the ``large`` pass lowers module-level thresholds.
     """
     import numba
 
     t0 = time.perf_counter()
-    _fits(np.random.default_rng(0))
-    if numba.config.NUMBA_NUM_THREADS > 1:
+    if small:
+        _fits(np.random.default_rng(0))
+    if large and numba.config.NUMBA_NUM_THREADS > 1:
         with _parallel_thresholds():
             _fits(np.random.default_rng(0))
     secs = time.perf_counter() - t0

@@ -72,7 +72,7 @@ def quantize_gradients(grad, hess, scale_g, scale_h, count_bits, out):
         out[i, 1] = (np.int64(np.rint(np.float64(hess[i]) * scale_h)) << count_bits) + one
 
 
-@njit(cache=True)
+@njit(cache=True, forceinline=True)
 def _mix64(z):
     """splitmix64 finalizer: a well-mixed 64-bit hash of ``z`` (uint64)."""
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
@@ -104,7 +104,7 @@ def quantize_packed(grad, hess, scale_g, scale_h, seed, out):
         out[i, 0] = (gq << np.int64(32)) + hq
 
 
-@njit(cache=True)
+@njit(cache=True, forceinline=True)
 def _prefetch_bins(X_binned, row, last):
     """Prefetch every cache line of a row of bins: its first byte, each 64 bytes on,
     and its last byte (a row of B bytes spans up to ceil(B / 64) + 1 lines)."""

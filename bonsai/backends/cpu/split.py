@@ -14,13 +14,14 @@ count.  Ties break deterministically: highest gain, then lowest feature, then
 lowest bin, then missing values to the right before to the left.
 
 Compile time: the scalar helpers (``_decode``, ``_split_gain``, ``leaf_score``, ...)
-are plain compiled functions, which LLVM inlines; only the per-feature passes
-(``_prefix``, ``_gains``) are inlined by numba (``inline="always"``), which copies and
-re-types a callee at every call site.  With every helper inlined by numba the node
-scan compiled in 4.2-5.2 s; like this in 2.4-2.9 s, at the same speed within the
-noise (captured-style scans: 28 x 255 bins 34-37 us, 2000 x 2 bins 424-448 us per
-2-node call, both ways; with no numba inlining at all the 2000-feature scan took
-600 us: a call per feature).
+are compiled once each with ``forceinline=True``, which has LLVM inline them
+wherever they are called; only the per-feature passes (``_prefix``, ``_gains``) are
+inlined by numba (``inline="always"``), which copies and re-types a callee at every
+call site.  With every helper inlined by numba the node scan compiled in 4.2-5.2 s;
+like this in 2.3-2.5 s, at the same speed (synthetic 2-node scans, 28 x 255 bins:
+34-35 us, 2000 x 2 bins: 430-437 us; with ``reg_alpha`` 110 against 114 us).  Left to
+LLVM's own judgement the helpers were not inlined in the loops that call them per
+candidate: the ``reg_alpha`` scan took 650 us and oblivious levels 4x as long.
 """
 import numpy as np
 from numba import njit, prange
@@ -30,7 +31,7 @@ from ._jit import parallel_kernel
 NEG_INF = -np.inf
 
 
-@njit(cache=True)
+@njit(cache=True, forceinline=True)
 def _threshold_l1(g, alpha):
     if g > alpha:
         return g - alpha
@@ -39,7 +40,7 @@ def _threshold_l1(g, alpha):
     return 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, forceinline=True)
 def leaf_weight(g, h, reg_lambda, reg_alpha, max_delta_step):
     """Optimal leaf weight ``-T(G) / (H + lambda)``, clipped to ``max_delta_step``."""
     den = h + reg_lambda
@@ -62,7 +63,7 @@ def leaf_weights(g, h, reg_lambda, reg_alpha, max_delta_step, out):
         out[i] = leaf_weight(g[i], h[i], reg_lambda, reg_alpha, max_delta_step)
 
 
-@njit(cache=True)
+@njit(cache=True, forceinline=True)
 def leaf_score(g, h, reg_lambda, reg_alpha, max_delta_step):
     den = h + reg_lambda
     if den <= 0.0:
@@ -77,7 +78,7 @@ def leaf_score(g, h, reg_lambda, reg_alpha, max_delta_step):
 _M32 = np.int64(0xFFFFFFFF)
 
 
-@njit(cache=True)
+@njit(cache=True, forceinline=True)
 def _decode(a, c2, packed, cbits, mask, cnt_factor):
     """(grad, hess, count) of a cell sum.
 
@@ -96,7 +97,7 @@ def _decode(a, c2, packed, cbits, mask, cnt_factor):
     return a, c2 >> cbits, c2 & mask
 
 
-@njit(cache=True)
+@njit(cache=True, forceinline=True)
 def _candidate_gain(cg, ch, tg, th, scales, cfg, parent, plain):
     """``_split_gain`` for a candidate whose children already meet
     ``min_child_samples``.  Without ``max_delta_step`` and ``reg_alpha`` (``plain``)
@@ -124,7 +125,7 @@ def _candidate_gain(cg, ch, tg, th, scales, cfg, parent, plain):
             + leaf_score(gr, hr, cfg[0], cfg[1], cfg[2]) - parent)
 
 
-@njit(cache=True)
+@njit(cache=True, forceinline=True)
 def _split_gain(cg, ch, cc, tg, th, tc, scales, cfg, min_child_samples, parent, plain):
     """Gain of sending (cg, ch, cc) left out of the node total (tg, th, tc), or -inf
     when a child breaks ``min_child_samples`` / ``min_child_weight``."""
@@ -180,7 +181,7 @@ def range_sums(hist, slots, lo, hi, extra, cbits, packed, cnt_factor, out):
         out[i, 2] = c
 
 
-@njit(cache=True)
+@njit(cache=True, forceinline=True)
 def scan_params(scales, cfg):
     """(grad scale, hess scale, count_bits, packed, count mask, reg_lambda, reg_alpha,
     max_delta_step, plain gain) of a scan's ``scales`` and ``cfg``."""

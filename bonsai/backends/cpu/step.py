@@ -224,7 +224,8 @@ def build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, packed, id
         else:
             _build_ser(X_dense, feat_off, gh, packed, idx, identity, p_start, p_stop, p_slot,
                        blo, bhi, ptr, hist)
-    if n_extra > 0:                    # add the extra pieces into their nodes' slots
+    # add the extra pieces into their nodes' slots (one thread never cuts a node)
+    if par is not None and n_extra > 0:
         dst = np.empty(n_extra, np.int64)
         src_ptr = np.zeros(n_extra + 1, np.int64)
         src = np.empty(n_extra, np.int64)
