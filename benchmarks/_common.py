@@ -324,31 +324,39 @@ def _children_cpu_s() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def run_child(argv: list[str], env: dict, timeout: float) -> dict:
-    """Run ``python argv...`` in a fresh process; return its JSON result.
+def run_child(argv: list[str], env: dict, timeout: float, cwd=None,
+              raw: bool = False) -> dict:
+    """Run ``python argv...`` in a fresh process (in ``cwd``, default the repository
+    root); return its JSON result.
 
     Always returns a dict: on failure it holds ``error`` (the last lines of stderr or
     the reason) so callers can print it and carry on. ``wall_s`` is the whole
-    process's wall-clock time, interpreter start included. ``others_cores`` is the
+    process's wall-clock time, interpreter start included, ``cpu_s`` its CPU time (user +
+    sys, all its threads). ``others_cores`` is the
     average number of cores that *other* processes kept busy meanwhile: a noisy
     neighbour shows up there (results from a busy machine should not be quoted).
+    ``raw``: a command that prints no JSON result; its stdout is returned as ``stdout``.
     """
     busy0, kids0 = _machine_busy_s(), _children_cpu_s()
     t0 = time.perf_counter()
     try:
         proc = subprocess.run([sys.executable, *argv], env=env, capture_output=True,
-                              text=True, timeout=timeout, cwd=str(REPO_ROOT))
+                              text=True, timeout=timeout, cwd=str(cwd or REPO_ROOT))
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout:.0f}s"}
     wall = time.perf_counter() - t0
     busy1 = _machine_busy_s()
+    cpu = _children_cpu_s() - kids0
     others = None
     if busy0 is not None and busy1 is not None and wall > 0:
-        others = max(0.0, (busy1 - busy0) - (_children_cpu_s() - kids0)) / wall
+        others = max(0.0, (busy1 - busy0) - cpu) / wall
+    if raw and proc.returncode == 0:
+        return {"stdout": proc.stdout, "wall_s": wall, "cpu_s": cpu, "others_cores": others}
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith(RESULT_PREFIX):
             res = json.loads(line[len(RESULT_PREFIX):])
             res.setdefault("wall_s", wall)
+            res["cpu_s"] = cpu
             res["others_cores"] = others
             return res
     tail = [ln for ln in (proc.stderr or proc.stdout).strip().splitlines() if ln.strip()]

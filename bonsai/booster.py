@@ -158,7 +158,7 @@ class Booster:
         if pred_leaf:
             ens, _ = self._ensemble(t0, t1)
             out = np.zeros((X.shape[0], t1 - t0), np.int32)
-            with self._predict_threads(X.shape[0]):
+            with self._predict_threads(X.shape[0], t1 - t0):
                 _CPU.predict_leaf(X, ens, out)
             return out
         raw = np.empty((X.shape[0], self.n_outputs))
@@ -168,8 +168,8 @@ class Booster:
             return raw[:, 0].copy() if self.n_outputs == 1 else raw
         return self._objective().transform(np.ascontiguousarray(raw.T))
 
-    def _predict_threads(self, n_rows):
-        if not _CPU.parallel_predict(n_rows):   # serial kernels: no thread setup
+    def _predict_threads(self, n_rows, n_trees=None):
+        if not _CPU.parallel_predict(n_rows, n_trees):   # serial kernels: no thread setup
             return _SERIAL
         return thread_context(resolve_n_threads(self.n_threads))
 
@@ -177,7 +177,7 @@ class Booster:
         """Add the outputs of trees ``t0:t1`` to ``raw`` ((n, K) float64, IN/OUT), each
         row's trees in tree order, on a matrix already checked by ``_check_X``."""
         ens, obl = self._ensemble(t0, t1)
-        with self._predict_threads(X.shape[0]):
+        with self._predict_threads(X.shape[0], t1 - t0):
             if obl is not None:
                 _CPU.predict_oblivious(X, obl, raw)
             else:

@@ -54,8 +54,10 @@ class Grower:
         self.colsample = (p.colsample_bytree, p.colsample_bylevel, p.colsample_bynode)
         self._all_features = np.ones((2, self.n_value_bins.shape[0]), np.uint8)
         self._no_features = np.zeros((2, self.n_value_bins.shape[0]), np.uint8)
-        self.is_cat = bin_mapper.is_cat
-        self.has_cat = bool(self.is_cat.any())
+        self.has_cat = bool(bin_mapper.is_cat.any())
+        # None without categorical features: the kernels then leave their categorical
+        # scans out of the compiled code (``backends.cpu.step``)
+        self.is_cat = bin_mapper.is_cat if self.has_cat else None
         self.cat_cfg = np.array([p.max_cat_to_onehot, p.max_cat_threshold, p.cat_smooth,
                                  p.cat_l2, p.min_data_per_group], np.float64)
         self.nodes = NodeTable(2 * p.max_leaves + 1 if p.max_leaves > 0 else 64,

@@ -626,6 +626,8 @@ def test_parallel_and_serial_predictors_agree(monkeypatch, policy):
     X, y = _data_with_nans(seed=21)
     b = bonsai.train({"n_estimators": 5, "grow_policy": policy, "max_depth": 4},
                      bonsai.Dataset(X, label=y))
+    monkeypatch.setattr(cpu, "MIN_PARALLEL_PREDICT_WORK", 1)   # 1500 rows x 5 trees: parallel
+    assert cpu.parallel_predict(X.shape[0], 5)
     full = b.predict(X, output_margin=True)
     leaves = b.predict(X, pred_leaf=True)
     monkeypatch.setattr(cpu, "SERIAL_PREDICT_ROWS", 10 ** 9)

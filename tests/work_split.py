@@ -37,7 +37,8 @@ from bonsai.nodes import START, STOP
 
 #: work-split thresholds that cut a few hundred rows between threads
 FINE = {"MIN_ROWS_PER_THREAD": 64, "MIN_PARTITION_ROWS_PER_THREAD": 64,
-        "MIN_PARALLEL_SPLIT_NODES": 1, "SERIAL_PREDICT_ROWS": 32}
+        "MIN_PARALLEL_SPLIT_NODES": 1, "SERIAL_PREDICT_ROWS": 32,
+        "MIN_PARALLEL_PREDICT_WORK": 32}
 
 #: the parallel kernels the prediction and SHAP paths call from Python: (module, name)
 KERNELS = ((_shap, "shap_values"), (_shap, "shap_interactions"), (_pred, "predict_records"),

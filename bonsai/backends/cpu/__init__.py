@@ -7,6 +7,7 @@ every thread gets the same number of rows whatever the node sizes; because histo
 cells are integers, the result does not depend on that split.  The thresholds below
 are read at every call (tests lower them to force work splitting).
 """
+import numba
 import numpy as np
 
 from ... import _profile
@@ -31,6 +32,13 @@ MIN_ROWS_PER_THREAD = 4096
 MIN_PARTITION_ROWS_PER_THREAD = 32768
 #: split finding scans every bin of every node; in parallel only from this many nodes
 MIN_PARALLEL_SPLIT_NODES = 4
+#: a fit with fewer rows than ``2 * MIN_ROWS_PER_THREAD`` (one thread's minimum for
+#: each of two threads) and fewer histogram bins than this runs on one thread: no
+#: kernel of it is ever big enough to cut, and its first fit compiles no parallel
+#: kernel (numba compiles a parallel kernel several times slower than its serial twin)
+MIN_PARALLEL_BINS = 1 << 16
+#: ``max_abs`` takes chunks of ``MAX_ABS_CHUNK`` rows: in parallel from two chunks
+MIN_PARALLEL_MAX_ABS_ROWS = 2 * _hist.MAX_ABS_CHUNK
 
 
 class HistogramPool:
@@ -67,6 +75,18 @@ class HistogramPool:
         return self.reserved[:n]
 
 
+def thread_plan(n_rows, n_bins_total, n_threads):
+    """The split step's ``par`` argument (``step.thread_plan``): None when a fit of
+    ``n_rows`` rows and ``n_bins_total`` histogram bins runs on one thread, else
+    (n_threads, MIN_ROWS_PER_THREAD, MIN_PARTITION_ROWS_PER_THREAD,
+    MIN_PARALLEL_SPLIT_NODES), read now (tests lower them).  Either way the result is
+    the same: only how work is cut between threads differs."""
+    if n_threads < 2 or (n_rows < 2 * MIN_ROWS_PER_THREAD and n_bins_total < MIN_PARALLEL_BINS):
+        return None
+    return (int(n_threads), int(MIN_ROWS_PER_THREAD), int(MIN_PARTITION_ROWS_PER_THREAD),
+            int(MIN_PARALLEL_SPLIT_NODES))
+
+
 def plan_pieces(starts, stops, n_threads, min_rows=None):
     """Cut the concatenated ranges ``[starts[i], stops[i])`` into per-thread pieces
     (``step.plan_pieces``): returns (piece_node, piece_start, piece_stop, thread_ptr)."""
@@ -88,7 +108,7 @@ def quantize(grad, hess, n_rows, out, quant_bins=0, seed=0):
     """
     m = np.zeros(2)
     if grad.size:
-        _pick(_hist.max_abs, grad.shape[0] >= MIN_ROWS_PER_THREAD)(grad, hess, m)
+        _pick(_hist.max_abs, _parallel_rows(grad.shape[0], MIN_PARALLEL_MAX_ABS_ROWS))(grad, hess, m)
     max_g, max_h = float(m[0]), float(m[1])
     if not (np.isfinite(max_g) and np.isfinite(max_h)):
         raise FloatingPointError("non-finite gradient or hessian")
@@ -99,23 +119,19 @@ def quantize(grad, hess, n_rows, out, quant_bins=0, seed=0):
         q = float(max(1, min(quant_bins, (2 ** 31 - 1) // max(n_rows, 1) - 1)))
         sg = q / max_g if max_g > 0 else 1.0
         sh = q / max_h if max_h > 0 else 1.0
-        _pick(_hist.quantize_packed, grad.shape[0] >= MIN_ROWS_PER_THREAD)(
+        _pick(_hist.quantize_packed, _parallel_rows(grad.shape[0]))(
             grad, hess, sg, sh, np.uint64(seed), out)
         return np.array([sg, sh, 0.0, 1.0, 1.0 / sg, 1.0 / sh])
     cb = count_bits(n_rows)
     sg = fixed_point_scale(max_g, n_rows)
     sh = fixed_point_scale(max_h, n_rows, FIXED_POINT_BITS - cb)
-    _hist.quantize_gradients(grad, hess, sg, sh, cb, out)
+    _pick(_hist.quantize_gradients, _parallel_rows(grad.shape[0]))(grad, hess, sg, sh, cb, out)
     return np.array([sg, sh, float(cb), 0.0, 1.0 / sg, 1.0 / sh])
-
-
-_NO_SPARSE = (np.zeros(1, np.uint32), np.zeros(0, np.uint16), np.zeros(0, np.int64))
-_NO_DENSE = np.zeros((0, 1), np.uint8)
 
 
 def _layout(X_hist, feat_off, n_threads):
     """(layout, dense matrix, sparse ptr, bins, default bin) for ``step.build``; the
-    layout not in use gets empty arrays.
+    layout not in use gets None (its kernels are then not compiled).
 
     Dense narrow data (few feature blocks) splits rows into one piece per thread;
     dense wide data (at least two feature blocks per thread) splits the feature
@@ -132,10 +148,10 @@ def _layout(X_hist, feat_off, n_threads):
     (wide, where one node's histogram no longer fits in L2).
     """
     if not isinstance(X_hist, np.ndarray):
-        return (_step.SPARSE_ROWS, _NO_DENSE, X_hist.ptr, X_hist.bins, X_hist.default_bin)
+        return (_step.DENSE_ROWS, None, X_hist.ptr, X_hist.bins, X_hist.default_bin)
     n_blocks = -(-(feat_off.shape[0] - 1) // X_hist.shape[1])
     layout = _step.DENSE_BLOCKS if n_blocks >= 2 * n_threads else _step.DENSE_ROWS
-    return (layout, X_hist) + _NO_SPARSE
+    return layout, X_hist, None, None, None
 
 
 def build_histograms(pool, X_binned, feat_off, gh, idx, starts, stops, slots, n_threads,
@@ -149,13 +165,29 @@ def build_histograms(pool, X_binned, feat_off, gh, idx, starts, stops, slots, n_
     the node totals).  How the work is cut: ``_layout`` and ``step.build``.
     """
     layout, X_dense, sp_ptr, sp_bins, sp_default = _layout(X_binned, feat_off, n_threads)
-    _step.build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, idx, identity,
-                starts, stops, slots, pool.scratch(max(n_threads - 1, 1)), n_threads,
-                MIN_ROWS_PER_THREAD, MIN_PARALLEL_SPLIT_NODES, pool.hist)
+    par = thread_plan(idx.shape[0], int(feat_off[-1]), n_threads)
+    _step.build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, _packed(gh), idx,
+                identity, starts, stops, slots, pool.scratch(max(n_threads - 1, 1)), par,
+                pool.hist)
 
 
 def _pick(kernel, parallel):
     return kernel if parallel else kernel.serial
+
+
+def _packed(gh):
+    """The fill's ``packed`` argument: True for packed quantized (n, 1) cells, None for
+    exact (n, 2) ones (the packed fill is then not compiled)."""
+    return True if gh.shape[1] == 1 else None
+
+
+def _parallel_rows(n, min_rows=None):
+    """Whether a row-parallel kernel over ``n`` rows runs in parallel: with more than
+    one thread and at least ``min_rows`` (default ``2 * MIN_ROWS_PER_THREAD``) rows.
+    Small fits thus never compile the parallel twins (a parallel kernel compiles
+    several times slower than its serial twin, and gains nothing on so few rows)."""
+    return (n >= (2 * MIN_ROWS_PER_THREAD if min_rows is None else min_rows)
+            and numba.get_num_threads() > 1)
 
 
 def subtract_histograms(pool, parent_slots, child_slots):
@@ -185,8 +217,9 @@ DEFAULT_CAT_CFG = np.array([4.0, 32.0, 10.0, 10.0, 100.0])
 
 
 def _cat_args(n_features, is_cat, cat_cfg, cat_words=1):
-    if is_cat is None:
-        is_cat = np.zeros(n_features, np.uint8)
+    """``is_cat`` None (the kernels' "no categorical feature") where it has none."""
+    if is_cat is not None and not is_cat.any():
+        is_cat = None
     return is_cat, DEFAULT_CAT_CFG if cat_cfg is None else cat_cfg, cat_words
 
 
@@ -227,21 +260,22 @@ def split_nodes(pool, nodes, batch, X_cols, X_hist, feat_off, n_value_bins, miss
     t, t_gain, t_sums, t_lsum, first = nodes.ints, nodes.gain, nodes.sums, nodes.left_sums, nodes.n
     t_bits = nodes.bits
     is_cat, cat_cfg, _ = _cat_args(n_value_bins.shape[0], is_cat, cat_cfg)
+    par = thread_plan(X_cols.shape[1], int(feat_off[-1]), n_threads)
     if not _profile.ENABLED:
         n_e, n_f = _step.split_nodes(
             layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, n_value_bins,
-            missing_bin, gh, idx, tmp, pool.hist, t, t_gain, t_sums, t_lsum, t_bits, batch,
+            missing_bin, gh, _packed(gh), idx, tmp, pool.hist, t, t_gain, t_sums, t_lsum, t_bits,
+            batch,
             first, new_slot, scratch, child_ok, min_split_rows, masks, is_cat, cat_cfg, scales,
-            cfg, min_child_samples, n_threads, MIN_ROWS_PER_THREAD,
-            MIN_PARTITION_ROWS_PER_THREAD, MIN_PARALLEL_SPLIT_NODES, identity, expand, free)
+            cfg, min_child_samples, par, identity, expand, free)
         return expand[:n_e].tolist(), free[:n_f].tolist()
     # BONSAI_PROFILE: the same steps as separate calls, each timed as its stage
     if m == 0:
         root = np.zeros(1, np.int64)
         with _profile.stage("histograms"):
-            _step.build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, idx,
-                        identity, t[root, START], t[root, STOP], t[root, SLOT], scratch,
-                        n_threads, MIN_ROWS_PER_THREAD, MIN_PARALLEL_SPLIT_NODES, pool.hist)
+            _step.build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, _packed(gh),
+                        idx, identity, t[root, START], t[root, STOP], t[root, SLOT], scratch,
+                        par, pool.hist)
         with _profile.stage("splits"):
             gain, feat, bin_, dl, lsum, sums, bits = find_best_splits(
                 pool, t[root, SLOT], t[root, STOP] - t[root, START], feat_off, n_value_bins,
@@ -255,20 +289,19 @@ def split_nodes(pool, nodes, batch, X_cols, X_hist, feat_off, n_value_bins, miss
     nleft = np.empty(m, np.int64)
     with _profile.stage("partition"):
         _step.partition(X_cols, idx, tmp, starts, stops, feature, bin_, dl, f_missing, p_bits,
-                        n_threads, MIN_PARTITION_ROWS_PER_THREAD, nleft)
+                        par, nleft)
     slot = np.empty(2 * m, np.int64)
     b_start, b_stop, b_slot, sub = _step.plan_children(starts, stops, nleft, parent_slot,
                                                        new_slot, child_ok, min_split_rows, slot)
     if b_start.shape[0]:
         with _profile.stage("histograms"):
-            _step.build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, idx, False,
-                        b_start, b_stop, b_slot, scratch, n_threads, MIN_ROWS_PER_THREAD,
-                        MIN_PARALLEL_SPLIT_NODES, pool.hist)
+            _step.build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, _packed(gh),
+                        idx, False, b_start, b_stop, b_slot, scratch, par, pool.hist)
     gain, c_feat, c_bin, c_dl, lsum, sums, c_bits = _step.split_outputs(2 * m, t_bits.shape[1])
     with _profile.stage("splits"):
         _step.scan_children(pool.hist, starts, stops, nleft, slot, sub, feat_off, n_value_bins,
                             masks, is_cat, cat_cfg, scales, cfg, min_child_samples,
-                            MIN_PARALLEL_SPLIT_NODES, gain, c_feat, c_bin, c_dl, lsum, sums,
+                            par, gain, c_feat, c_bin, c_dl, lsum, sums,
                             c_bits)
     n_e, n_f = _step.write_children(t, t_gain, t_sums, t_lsum, t_bits, batch, first, starts,
                                     stops, nleft, parent_slot, new_slot, slot, gain, c_feat,
@@ -316,40 +349,51 @@ def partition_nodes(X_cols, idx, tmp, starts, stops, feature, bin_, default_left
     nleft = np.empty(starts.shape[0], np.int64)
     if bits is None:
         bits = np.zeros((starts.shape[0], 1), np.uint64)
+    par = thread_plan(X_cols.shape[1], 0, n_threads)
     _step.partition(X_cols, idx, tmp, starts, stops, feature, bin_, default_left, missing_bin,
-                    bits, n_threads, MIN_PARTITION_ROWS_PER_THREAD, nleft)
+                    bits, par, nleft)
     return nleft
 
 
 def fill_range(idx):
     """``idx[i] = i``."""
-    _pick(_part.fill_range, idx.shape[0] >= MIN_PARTITION_ROWS_PER_THREAD)(idx)
+    _pick(_part.fill_range, _parallel_rows(idx.shape[0], 2 * MIN_PARTITION_ROWS_PER_THREAD))(idx)
 
 
 def add_leaf_values(raw, idx, leaf_start, leaf_stop, leaf_value):
     """``raw[idx[i]] += leaf_value[l]`` over each leaf's row range."""
-    _pick(_part.add_leaf_values, idx.shape[0] >= MIN_ROWS_PER_THREAD)(
+    _pick(_part.add_leaf_values, _parallel_rows(idx.shape[0]))(
         raw, idx, leaf_start, leaf_stop, leaf_value)
 def leaf_sums(grad, hess, idx, leaf_start, leaf_stop):
     """Exact (grad, hess) sums over each leaf's rows, (L, 2) float64."""
     out = np.empty((leaf_start.shape[0], 2))
-    _pick(_part.leaf_sums, idx.shape[0] >= MIN_ROWS_PER_THREAD)(
+    _pick(_part.leaf_sums, _parallel_rows(idx.shape[0]))(
         grad, hess, idx, leaf_start, leaf_stop, out)
     return out
 
 
 #: below this many rows prediction runs on the calling thread (no parallel region)
 SERIAL_PREDICT_ROWS = 512
+#: nor with fewer (rows x trees) than this: under about a millisecond of work, where a
+#: parallel region gains little (and a first predict then compiles no parallel kernel,
+#: which takes seconds)
+MIN_PARALLEL_PREDICT_WORK = 1 << 16
 
 
-def parallel_predict(n_rows):
-    """Whether a prediction over ``n_rows`` rows runs the parallel kernels: not for
-    small batches, and never in a child forked after OpenMP threads ran (serial
-    kernels still work there; a parallel region would abort the child)."""
-    if n_rows < SERIAL_PREDICT_ROWS:   # the one-row path: no import, no thread checks
-        return False
+def parallel_predict(n_rows, n_trees=None):
+    """Whether a prediction over ``n_rows`` rows (of ``n_trees`` trees, if given) runs
+    the parallel kernels: not for small batches or little work, and never in a child
+    forked after OpenMP threads ran (serial kernels still work there; a parallel
+    region would abort the child)."""
+    if n_rows < SERIAL_PREDICT_ROWS or (n_trees is not None
+                                        and n_rows * n_trees < MIN_PARALLEL_PREDICT_WORK):
+        return False      # the one-row path: no import, no thread checks
     from ..._threads import forked_after_omp
     return not forked_after_omp()
+
+
+def _n_trees(ens):
+    return ens.tree_offset.shape[0] - 1
 
 
 def predict_raw(X, ens, out):
@@ -359,25 +403,25 @@ def predict_raw(X, ens, out):
                                    ens.tree_class, out)
         return
     if ens.has_cat:
-        k = _pick(_pred.predict_nodes, parallel_predict(X.shape[0]))
+        k = _pick(_pred.predict_nodes, parallel_predict(X.shape[0], _n_trees(ens)))
         k(X, ens.feature, ens.threshold, ens.default_left, ens.left, ens.right, ens.value,
           ens.cat_ptr, ens.cat_words, ens.tree_offset, ens.tree_class, out)
         return
     h = ens.heaps
     if h is not None:
-        k = _pick(_heaps.predict_heaps, parallel_predict(X.shape[0]))
+        k = _pick(_heaps.predict_heaps, parallel_predict(X.shape[0], _n_trees(ens)))
         k(X, h.thresholds32 if X.dtype == np.float32 else h.thresholds, h.feature, h.column,
           h.n_columns, h.nodes, h.node_offset, h.leaves, h.leaf_offset, h.depth,
           h.tree_class, h.chunk_ptr, out)
         return
-    k = _pick(_pred.predict_records, parallel_predict(X.shape[0]))
+    k = _pick(_pred.predict_records, parallel_predict(X.shape[0], _n_trees(ens)))
     k(X, ens.records, ens.tree_offset, ens.tree_depth, ens.tree_class, ens.chunk_ptr, out)
 
 
 
 def predict_oblivious(X, obl, out):
     """Add an all-oblivious ensemble's outputs to ``out (n, K)`` (branchless walk)."""
-    k = _pick(_pred.predict_oblivious, parallel_predict(X.shape[0]))
+    k = _pick(_pred.predict_oblivious, parallel_predict(X.shape[0], obl.tree_class.shape[0]))
     thr = obl.level_threshold32 if X.dtype == np.float32 else obl.level_threshold
     k(X, obl.level_feature, thr, obl.level_default_left, obl.level_offset,
       obl.leaf_value, obl.leaf_offset, obl.tree_class, obl.level_cat_ptr, obl.level_cat_words,
@@ -386,7 +430,7 @@ def predict_oblivious(X, obl, out):
 
 def predict_leaf(X, ens, out):
     """Leaf index of every row in every tree, ``out (n, T) int32``."""
-    k = _pick(_pred.predict_leaf, parallel_predict(X.shape[0]))
+    k = _pick(_pred.predict_leaf, parallel_predict(X.shape[0], _n_trees(ens)))
     k(X, ens.feature, ens.threshold, ens.default_left, ens.left, ens.right, ens.cat_ptr,
       ens.cat_words, ens.tree_offset, out)
 
@@ -394,6 +438,6 @@ def predict_leaf(X, ens, out):
 def predict_binned_add(X_cols, rows, tree, missing_bin, out):
     """``out[rows[i]] += tree output`` of binned rows (validation sets, out-of-bag rows)."""
     cat_ptr, cat_words = tree.arrays_cat()
-    _pred.predict_binned_add(X_cols, rows, tree.feature, tree.bin_threshold, tree.default_left,
-                             missing_bin, tree.left, tree.right, tree.value, cat_ptr, cat_words,
-                             out)
+    _pick(_pred.predict_binned_add, _parallel_rows(rows.shape[0]))(
+        X_cols, rows, tree.feature, tree.bin_threshold, tree.default_left, missing_bin,
+        tree.left, tree.right, tree.value, cat_ptr, cat_words, out)

@@ -2,6 +2,9 @@
 thresholds, the mapping of raw feature values to bin codes, and the sparse-rows
 layout (each row's cells outside the features' most frequent bins).
 
+The kernels over whole matrices are ``parallel_kernel``s: ``bonsai.binning`` calls
+the serial twin for small data (no parallel kernel compiled for a small first fit).
+
 Bin convention (shared with split finding and prediction): a feature with ``t``
 thresholds ``thr[0] < ... < thr[t-1]`` has value bins ``0..t`` where
 ``bin(x) = #{j : thr[j] < x}``, so ``x <= thr[b]  <=>  bin(x) <= b``.  NaN maps to
@@ -10,8 +13,8 @@ the feature's missing bin ``t + 1``.  +inf lands in bin ``t`` and -inf in bin 0.
 import numpy as np
 from numba import njit, prange
 
-from .radix import radix_sort_f32, radix_sort_f64
-
+from ._jit import parallel_kernel
+from .radix import radix_sort
 
 
 @njit(cache=True, inline="always")
@@ -62,7 +65,7 @@ def _bin(x, use_table, thresholds, t0, nt, pad, coarse):
 _MAP_ROWS = 256
 
 
-@njit(parallel=True, cache=True)
+@parallel_kernel
 def map_to_bins(X, thresholds, thr_offsets, pad, coarse, use_table, out):
     """Bin a C-ordered raw matrix into the column-major ``out (F, n)``: tasks take
     ``_MAP_ROWS`` rows and read them sequentially.
@@ -94,7 +97,7 @@ def map_to_bins(X, thresholds, thr_offsets, pad, coarse, use_table, out):
                                  thr_offsets[f + 1] - t0, pad[fi], coarse[fi])
 
 
-@njit(parallel=True, cache=True)
+@parallel_kernel
 def map_to_bins_by_column(X, thresholds, thr_offsets, pad, coarse, use_table, out):
     """``map_to_bins`` for a matrix in any other order (a Fortran-ordered one reads
     each column sequentially): one feature per task."""
@@ -109,7 +112,7 @@ def map_to_bins_by_column(X, thresholds, thr_offsets, pad, coarse, use_table, ou
             out[f, r] = _bin(np.float64(X[r, f]), use_table, thresholds, t0, nt, pf, cf)
 
 
-@njit(parallel=True, cache=True)
+@parallel_kernel
 def columns_to_blocked(X_cols, out):
     """The blocked row-major layout of column-major bins: value (r, f) goes to
     ``out[(f // B) * n + r, f % B]`` (padding columns of the last block are zeroed).
@@ -134,16 +137,13 @@ def columns_to_blocked(X_cols, out):
 
 
 @njit(cache=True)
-def _distinct(col, weights, unit, out_values, out_weights):
+def _distinct(col, weights, out_values, out_weights):
     """Sort ``col`` (NaN last) and write its distinct non-NaN values with summed
-    weights; returns how many.  ``col`` is overwritten."""
+    weights (``weights`` None: every weight is 1, and a radix sort does; only weighted
+    data compiles the stable argsort); returns how many.  ``col`` is overwritten."""
     m = col.shape[0]
-    if unit:
-        if col.itemsize == 4:
-            radix_sort_f32(col, np.empty(m, np.uint32))
-        else:
-            radix_sort_f64(col, np.empty(m, np.uint64))
-        wcol = weights
+    if weights is None:
+        radix_sort(col)
     else:
         order = np.argsort(col, kind="mergesort")
         col[:] = col[order]
@@ -154,7 +154,7 @@ def _distinct(col, weights, unit, out_values, out_weights):
         v = col[j]
         if np.isnan(v):
             break
-        w = wcol[j]
+        w = 1.0 if weights is None else wcol[j]
         if k >= 0 and v == prev:
             out_weights[k] += w
         else:
@@ -165,15 +165,7 @@ def _distinct(col, weights, unit, out_values, out_weights):
     return k + 1
 
 
-@njit(cache=True)
-def _all_ones(weights):
-    for j in range(weights.shape[0]):
-        if weights[j] != 1.0:
-            return False
-    return True
-
-
-@njit(parallel=True, cache=True)
+@parallel_kernel
 def summarize_columns(sample, weights, out_values, out_weights, out_sizes):
     """Exact weighted summary of each column: sorted distinct non-NaN values with
     their summed weights.
@@ -181,14 +173,12 @@ def summarize_columns(sample, weights, out_values, out_weights, out_sizes):
     Parameters
     ----------
     sample : (m, F) float64, IN
-    weights : (m,) float64, IN
+    weights : (m,) float64, or None for unit weights, IN
     out_values, out_weights : (F, m) float64, OUT -- first ``out_sizes[f]`` entries valid
     out_sizes : (F,) int64, OUT
     """
-    unit = _all_ones(weights)
     for f in prange(sample.shape[1]):
-        out_sizes[f] = _distinct(sample[:, f].copy(), weights, unit, out_values[f],
-                                 out_weights[f])
+        out_sizes[f] = _distinct(sample[:, f].copy(), weights, out_values[f], out_weights[f])
 
 
 #: features gathered together by ``find_thresholds``: one 64-byte line of a float32
@@ -229,7 +219,7 @@ def _insert_small(v, w, vals, wts, base, k, last, c):
     return True
 
 
-@njit(parallel=True, cache=True)
+@parallel_kernel
 def find_thresholds(X, rows, weights, max_bin, n_chunks, out_thr, out_count):
     """Bin thresholds of every feature straight from the sampled rows of ``X``.
 
@@ -245,7 +235,7 @@ def find_thresholds(X, rows, weights, max_bin, n_chunks, out_thr, out_count):
     ----------
     X : (n, F) float32/float64, IN
     rows : (m,) int64 sampled row indices, IN
-    weights : (m,) float64 weights of the sampled rows, IN
+    weights : (m,) float64 weights of the sampled rows, or None when all are 1, IN
     max_bin : int
     n_chunks : int -- runs of features (one per thread); no effect on results
     out_thr : (F, max(max_bin - 1, 1)) float64, OUT
@@ -253,7 +243,6 @@ def find_thresholds(X, rows, weights, max_bin, n_chunks, out_thr, out_count):
     """
     m = rows.shape[0]
     n_features = X.shape[1]
-    unit = _all_ones(weights)
     n_chunks = max(1, min(n_features, n_chunks))
     for ci in prange(n_chunks):
         f0 = ci * n_features // n_chunks
@@ -271,7 +260,7 @@ def find_thresholds(X, rows, weights, max_bin, n_chunks, out_thr, out_count):
             if n_alive == 0:
                 break
             r = rows[j]
-            w = 1.0 if unit else weights[j]
+            w = 1.0 if weights is None else weights[j]
             for c in range(nf):
                 if alive[c]:
                     v = np.float64(X[r, f0 + c])
@@ -296,7 +285,7 @@ def find_thresholds(X, rows, weights, max_bin, n_chunks, out_thr, out_count):
                 for g in range(g0, g1):
                     buf[g - g0, j] = X[r, f0 + big[g]]
             for g in range(g0, g1):
-                kk = _distinct(buf[g - g0], weights, unit, values, wv)
+                kk = _distinct(buf[g - g0], weights, values, wv)
                 out_count[f0 + big[g]] = greedy_thresholds(values[:kk], wv[:kk], max_bin,
                                                            out_thr[f0 + big[g]])
 
@@ -356,7 +345,7 @@ def greedy_thresholds(values, weights, max_bin, out):
     return n_out
 
 
-@njit(parallel=True, cache=True)
+@parallel_kernel
 def default_bins(X_cols, n_bins, out_bin, out_count):
     """Most frequent bin of each feature (the lowest among ties) and its row count.
 
@@ -379,7 +368,7 @@ def default_bins(X_cols, n_bins, out_bin, out_count):
 _SPARSE_CHUNK = 1024
 
 
-@njit(parallel=True, cache=True)
+@parallel_kernel
 def sparse_row_counts(X_cols, default_bin, out):
     """``out[r] = #{f : X_cols[f, r] != default_bin[f]}`` (rows in chunks, so each
     feature's reads stay sequential)."""
@@ -395,7 +384,7 @@ def sparse_row_counts(X_cols, default_bin, out):
                 out[r] += col[r] != d
 
 
-@njit(parallel=True, cache=True)
+@parallel_kernel
 def sparse_row_fill(X_cols, default_bin, feat_off, ptr, out):
     """Each row's non-default cells as global histogram indices ``feat_off[f] + bin``,
     in feature order: ``out[ptr[r]:ptr[r+1]]``.  out : (ptr[-1],) uint16, OUT"""

@@ -17,6 +17,8 @@ from ._intrinsics import prefetch_cell, prefetch_item, prefetch_row
 
 #: rows ahead to prefetch in a gathered fill (16-32 measured best, NOTES-numba.md)
 PREFETCH_DISTANCE = 24
+#: rows per chunk of ``max_abs`` (at most 64 chunks)
+MAX_ABS_CHUNK = 16384
 
 
 @parallel_kernel
@@ -29,7 +31,7 @@ def max_abs(grad, hess, out):
     grad, hess : (n,) float32, IN ; out : (2,) float64, OUT
     """
     n = grad.shape[0]
-    n_chunks = max(1, min(64, n // 16384))
+    n_chunks = max(1, min(64, n // MAX_ABS_CHUNK))
     part = np.zeros((n_chunks, 2))
     bad = np.zeros(n_chunks, np.uint8)
     for c in prange(n_chunks):
@@ -58,7 +60,7 @@ def max_abs(grad, hess, out):
             return
 
 
-@njit(parallel=True, cache=True)
+@parallel_kernel
 def quantize_gradients(grad, hess, scale_g, scale_h, count_bits, out):
     """``out[i] = (rint(grad[i] * scale_g), rint(hess[i] * scale_h) * 2**count_bits + 1)``.
 
@@ -70,7 +72,7 @@ def quantize_gradients(grad, hess, scale_g, scale_h, count_bits, out):
         out[i, 1] = (np.int64(np.rint(np.float64(hess[i]) * scale_h)) << count_bits) + one
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, forceinline=True)
 def _mix64(z):
     """splitmix64 finalizer: a well-mixed 64-bit hash of ``z`` (uint64)."""
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
@@ -102,7 +104,7 @@ def quantize_packed(grad, hess, scale_g, scale_h, seed, out):
         out[i, 0] = (gq << np.int64(32)) + hq
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, forceinline=True)
 def _prefetch_bins(X_binned, row, last):
     """Prefetch every cache line of a row of bins: its first byte, each 64 bytes on,
     and its last byte (a row of B bytes spans up to ceil(B / 64) + 1 lines)."""
@@ -177,8 +179,8 @@ def _fill_rows(X_binned, row_base, f_lo, f_hi, feat_off, gh, idx, start, stop, o
 
 
 @parallel_kernel
-def build_histograms(X_binned, feat_off, gh, idx, identity, task_start, task_stop, task_slot,
-                     task_block_lo, task_block_hi, thread_ptr, hist):
+def build_histograms(X_binned, feat_off, gh, packed, idx, identity, task_start, task_stop,
+                     task_slot, task_block_lo, task_block_hi, thread_ptr, hist):
     """Fill histogram slots: task ``t`` adds the rows ``idx[task_start:task_stop]`` over
     feature blocks ``task_block_lo..task_block_hi-1`` to slot ``task_slot[t]`` (whose
     bins of those blocks it zeroes first).
@@ -193,6 +195,8 @@ def build_histograms(X_binned, feat_off, gh, idx, identity, task_start, task_sto
     feat_off : (F + 1,) int64 bin offsets, IN
     gh : (n, 2) int64 fixed-point (grad, packed hess/count), or (n, 1) int64 packed
         quantized (grad, hess) cells (``quantize_packed``), IN
+    packed : None for (n, 2) cells, True for (n, 1) packed cells (None: the packed fill
+        is not compiled)
     idx : (n_sampled,) uint32 sample indices, nodes are contiguous ranges, IN
     identity : bool -- ``idx[i] == i`` over every task range (read rows directly)
     task_start, task_stop, task_slot, task_block_lo, task_block_hi : (T,) int64, IN
@@ -210,7 +214,7 @@ def build_histograms(X_binned, feat_off, gh, idx, identity, task_start, task_sto
                 f_lo = blk * width
                 f_hi = min(n_features, f_lo + width)
                 out[feat_off[f_lo]:feat_off[f_hi], :] = 0
-                if gh.shape[1] == 1:
+                if packed is not None:
                     _fill_packed(X_binned, blk * n, f_lo, f_hi, feat_off, gh, idx, identity,
                                  task_start[t], task_stop[t], out)
                 elif identity:
@@ -313,6 +317,23 @@ def restore_default_bins(hist, slots, totals, feat_off, default_bin):
                 out[lo + default_bin[f], c] = totals[j, c] - s
 
 
+@njit(cache=True)
+def _add_into(d, s):
+    """``d += s`` over (bins, channels) int64 slots, as plain loops (numba's in-place
+    array operators compile a broadcasting ufunc loop and its checks)."""
+    for b in range(d.shape[0]):
+        for c in range(d.shape[1]):
+            d[b, c] += s[b, c]
+
+
+@njit(cache=True)
+def _sub_into(d, s):
+    """``d -= s``, as ``_add_into``."""
+    for b in range(d.shape[0]):
+        for c in range(d.shape[1]):
+            d[b, c] -= s[b, c]
+
+
 @parallel_kernel
 def merge_slots(hist, dst_slot, src_ptr, src_slot):
     """``hist[dst_slot[j]] += hist[src]`` for every src in ``src_slot[src_ptr[j]:src_ptr[j+1]]``.
@@ -322,7 +343,7 @@ def merge_slots(hist, dst_slot, src_ptr, src_slot):
     for j in prange(dst_slot.shape[0]):
         d = hist[dst_slot[j]]
         for p in range(src_ptr[j], src_ptr[j + 1]):
-            d += hist[src_slot[p]]
+            _add_into(d, hist[src_slot[p]])
 
 
 @parallel_kernel
@@ -330,5 +351,4 @@ def subtract_histograms(hist, parent_slot, child_slot):
     """In place: ``hist[parent_slot[j]] -= hist[child_slot[j]]``; the parent's slot then
     holds the sibling's histogram (exact, integer cells)."""
     for j in prange(parent_slot.shape[0]):
-        p = hist[parent_slot[j]]
-        p -= hist[child_slot[j]]
+        _sub_into(hist[parent_slot[j]], hist[child_slot[j]])

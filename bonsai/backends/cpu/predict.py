@@ -159,7 +159,7 @@ def predict_nodes(X, feature, threshold, default_left, left, right, value, cat_p
             out[r, tree_class[t]] += value[base + node]
 
 
-@njit(parallel=True, cache=True)
+@parallel_kernel
 def predict_binned_add(X_cols, rows, feature, bin_threshold, default_left, missing_bin,
                        left, right, value, cat_ptr, cat_words, out):
     """One tree over binned rows: ``out[rows[i]] += value(leaf of row rows[i])``.

@@ -6,7 +6,8 @@ is flipped for positives and every bit for negatives, and any NaN becomes the
 largest key.
 """
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.extending import overload
 
 _RADIX_BITS = 11
 _RADIX_MASK = np.uint64((1 << _RADIX_BITS) - 1)
@@ -37,8 +38,7 @@ def _lsd_passes(src, dst, n_passes):
     return src
 
 
-@njit(cache=True)
-def radix_sort_f32(col, scratch):
+def _radix_f32(col, scratch):
     """Sort a float32 array in place, NaN last: three 11-bit LSD passes over
     order-preserving uint32 keys.
     ``scratch`` : (>= n,) uint32."""
@@ -64,8 +64,7 @@ def radix_sort_f32(col, scratch):
             keys[i] = ~k
 
 
-@njit(cache=True)
-def radix_sort_f64(col, scratch):
+def _radix_f64(col, scratch):
     """``radix_sort_f32`` for float64: six 11-bit passes over uint64 keys.
     ``scratch`` : (>= n,) uint64."""
     n = col.shape[0]
@@ -91,3 +90,29 @@ def radix_sort_f64(col, scratch):
             keys[i] = k & ~sign
         else:
             keys[i] = ~k
+
+
+radix_sort_f32 = njit(cache=True)(_radix_f32)
+radix_sort_f64 = njit(cache=True)(_radix_f64)
+# the same bodies inlined into ``radix_sort``'s implementations (one compiled layer less)
+_inline_f32 = njit(inline="always")(_radix_f32)
+_inline_f64 = njit(inline="always")(_radix_f64)
+
+
+def radix_sort(col):
+    """Sort a float32 or float64 array in place, NaN last.  In compiled code this is
+    ``radix_sort_f32`` or ``radix_sort_f64``, chosen by the array's dtype when the
+    caller is compiled (so a caller compiles only the one it uses)."""
+    col.sort()
+
+
+@overload(radix_sort)
+def _radix_sort_typed(col):
+    if col.dtype == types.float32:
+        def sort_f32(col):
+            _inline_f32(col, np.empty(col.shape[0], np.uint32))
+        return sort_f32
+
+    def sort_f64(col):
+        _inline_f64(col, np.empty(col.shape[0], np.uint64))
+    return sort_f64

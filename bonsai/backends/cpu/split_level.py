@@ -35,7 +35,7 @@ def find_level_split(hist, slots, node_rows, feat_off, n_value_bins, feature_mas
         for b in range(feat_off[f + 1] - base):
             out_cand_gain[base + b, 0] = NEG_INF
             out_cand_gain[base + b, 1] = NEG_INF
-        if feature_mask[f] == 0 or is_cat[f]:
+        if feature_mask[f] == 0 or (is_cat is not None and is_cat[f] != 0):
             continue
         for i in range(m):
             H = hist[slots[i]]

@@ -11,6 +11,22 @@ three per-split kernel calls took ~28 us a split, 15% of the fit.
 The kernels are the same as for the separate backend functions (``partition``,
 ``histogram``, ``split``); a parallel kernel or its serial twin is picked per call
 exactly as they do, from thresholds passed in (so tests can lower them).
+
+What a fit does not use is not compiled.  When an argument ``x`` is None, numba
+prunes the branches on ``x is None`` / ``x is not None`` as it compiles the function,
+before typing it, so the kernels called only there are never compiled for that
+signature (a branch on an argument that is not None is kept and typed: so each
+optional layout is guarded by its own test):
+
+* ``par`` None (a fit too small to share between threads) compiles the serial twins
+  only, no parallel kernel (``thread_plan``);
+* ``is_cat`` None (no categorical feature) leaves out the categorical split scan;
+* ``sp_ptr`` None (dense data) leaves out the sparse-rows fill, ``X_dense`` None
+  (sparse-rows data) the dense one;
+* ``packed`` None (exact gradient cells) leaves out the quantized fill.
+
+A first fit compiles one specialisation of ``split_nodes`` instead of all of them
+(the demo's cold start: see ``benchmarks/RESULTS.md``).
 """
 import numpy as np
 from numba import njit
@@ -21,8 +37,8 @@ from . import histogram as _hist
 from . import partition as _part
 from . import split as _split
 
-#: how the histograms are filled (``layout`` argument)
-DENSE_ROWS, DENSE_BLOCKS, SPARSE_ROWS = 0, 1, 2
+#: how dense histograms are filled (``layout`` argument; sparse rows: ``sp_ptr`` given)
+DENSE_ROWS, DENSE_BLOCKS = 0, 1
 
 _build_par = _hist.build_histograms
 _build_ser = _hist.build_histograms.serial
@@ -34,7 +50,26 @@ _merge_ser = _hist.merge_slots.serial
 _part_par = _part.partition_nodes
 _part_ser = _part.partition_nodes.serial
 _scan_par = _split.find_best_splits
-_scan_ser = _split.find_best_splits.serial
+
+
+@njit(cache=True)
+def copy_row(dst, src):
+    """``dst[:] = src`` (1-D, same length) as a plain loop: numba's array-to-array
+    assignment compiles its broadcasting, shape checks and error message (about 1.7 s
+    more compile time for the first function that uses it, measured)."""
+    for q in range(dst.shape[0]):
+        dst[q] = src[q]
+
+
+@njit(cache=True)
+def thread_plan(par):
+    """(n_threads, min_rows, min_partition_rows, min_parallel_nodes) of ``par``: the
+    thread count and the thresholds above which work is cut between threads; None:
+    one thread (the thresholds are out of reach)."""
+    if par is None:
+        never = np.int64(1) << np.int64(62)
+        return np.int64(1), never, never, never
+    return par
 
 
 @njit(cache=True)
@@ -90,15 +125,17 @@ def plan_pieces(starts, stops, n_threads, min_rows):
 
 @njit(cache=True)
 def partition(X_cols, idx, tmp, starts, stops, feature, bin_, default_left, missing_bin,
-              bits, n_threads, min_rows, out_nleft):
+              bits, par, out_nleft):
     """Stable partition of every node range (``partition.partition_nodes``), rows
-    split between threads when there are at least ``2 * min_rows`` of them."""
+    split between threads when there are at least ``2 * min_partition_rows`` of them
+    (``par``: see ``thread_plan``)."""
+    n_threads, _, min_rows, _ = thread_plan(par)
     node, p_start, p_stop, ptr = plan_pieces(starts, stops, n_threads, min_rows)
     out_nleft[:] = 0
     if node.shape[0] == 0:
         return
     scratch = np.empty(node.shape[0], np.int64)
-    if ptr.shape[0] > 2:
+    if par is not None and ptr.shape[0] > 2:
         _part_par(X_cols, idx, tmp, node, p_start, p_stop, ptr, feature, bin_, default_left,
                   missing_bin, bits, scratch, out_nleft)
     else:
@@ -107,23 +144,24 @@ def partition(X_cols, idx, tmp, starts, stops, feature, bin_, default_left, miss
 
 
 @njit(cache=True)
-def build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, idx, identity, starts,
-          stops, slots, scratch_slots, n_threads, min_rows, min_parallel_nodes, hist):
+def build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, packed, idx, identity,
+          starts, stops, slots, scratch_slots, par, hist):
     """Fill ``hist[slots[i]]`` from rows ``idx[starts[i]:stops[i]]``.
 
     ``DENSE_ROWS``: rows cut into one piece per thread; a node cut between threads
     fills its extra pieces in ``scratch_slots`` (at most ``n_threads - 1``), added
     into its slot afterwards.  ``DENSE_BLOCKS`` (wide data): each thread owns a
-    range of feature blocks and fills them for every node.  ``SPARSE_ROWS``: like
-    DENSE_ROWS over the sparse-rows layout (``sp_ptr``, ``sp_bins``,
-    ``sp_default``), then the default bins are restored from the node totals.  One
-    compiled function serves every layout (the unused one gets empty arrays): a
-    specialisation per layout made ``warmup()`` load both, 4.8 MB more resident code
-    than one.  See ``bonsai.backends.cpu._layout`` for the measured reasons."""
+    range of feature blocks and fills them for every node.  Sparse rows (``sp_ptr``,
+    ``sp_bins``, ``sp_default`` given, ``X_dense`` None): like DENSE_ROWS over that
+    layout, then the default bins are restored from the node totals.  The layout not
+    in use is passed as None, so its kernels are not compiled; ``packed``: None for
+    exact (n, 2) cells ``gh``, True for packed quantized (n, 1) ones; ``par`` as
+    ``thread_plan``.  See ``bonsai.backends.cpu._layout`` for the measured reasons."""
     m = starts.shape[0]
     channels = hist.shape[2]
     n_features = feat_off.shape[0] - 1
-    if layout == DENSE_BLOCKS:
+    n_threads, min_rows, _, min_parallel_nodes = thread_plan(par)
+    if X_dense is not None and layout == DENSE_BLOCKS:
         width = X_dense.shape[1]
         n_blocks = (n_features + width - 1) // width
         total = np.int64(0)
@@ -147,12 +185,12 @@ def build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, idx, ident
         ptr = np.empty(n_t + 1, np.int64)
         for j in range(n_t + 1):
             ptr[j] = ((n_blocks * j) // n_t) * m
-        if n_t > 1:
-            _build_par(X_dense, feat_off, gh, idx, identity, t_start, t_stop, t_slot, t_blo,
-                       t_bhi, ptr, hist)
+        if par is not None and n_t > 1:
+            _build_par(X_dense, feat_off, gh, packed, idx, identity, t_start, t_stop, t_slot,
+                       t_blo, t_bhi, ptr, hist)
         else:
-            _build_ser(X_dense, feat_off, gh, idx, identity, t_start, t_stop, t_slot, t_blo,
-                       t_bhi, ptr, hist)
+            _build_ser(X_dense, feat_off, gh, packed, idx, identity, t_start, t_stop, t_slot,
+                       t_blo, t_bhi, ptr, hist)
         return
     node, p_start, p_stop, ptr = plan_pieces(starts, stops, n_threads, min_rows)
     n_p = node.shape[0]
@@ -167,26 +205,27 @@ def build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, idx, ident
             n_extra += 1
         else:
             p_slot[p] = slots[node[p]]
-    par = ptr.shape[0] > 2
-    if layout == SPARSE_ROWS:
+    cut = ptr.shape[0] > 2
+    if sp_ptr is not None:
         task_tot = np.empty((n_p, channels), np.int64)
-        if par:
+        if par is not None and cut:
             _sparse_par(sp_ptr, sp_bins, gh, idx, identity, p_start, p_stop, p_slot, ptr, hist,
                         task_tot)
         else:
             _sparse_ser(sp_ptr, sp_bins, gh, idx, identity, p_start, p_stop, p_slot, ptr, hist,
                         task_tot)
-    else:
+    if X_dense is not None:
         width = X_dense.shape[1]
         blo = np.zeros(n_p, np.int64)
         bhi = np.full(n_p, (n_features + width - 1) // width, np.int64)
-        if par:
-            _build_par(X_dense, feat_off, gh, idx, identity, p_start, p_stop, p_slot, blo, bhi,
-                       ptr, hist)
+        if par is not None and cut:
+            _build_par(X_dense, feat_off, gh, packed, idx, identity, p_start, p_stop, p_slot,
+                       blo, bhi, ptr, hist)
         else:
-            _build_ser(X_dense, feat_off, gh, idx, identity, p_start, p_stop, p_slot, blo, bhi,
-                       ptr, hist)
-    if n_extra > 0:                    # add the extra pieces into their nodes' slots
+            _build_ser(X_dense, feat_off, gh, packed, idx, identity, p_start, p_stop, p_slot,
+                       blo, bhi, ptr, hist)
+    # add the extra pieces into their nodes' slots (one thread never cuts a node)
+    if par is not None and n_extra > 0:
         dst = np.empty(n_extra, np.int64)
         src_ptr = np.zeros(n_extra + 1, np.int64)
         src = np.empty(n_extra, np.int64)
@@ -202,12 +241,12 @@ def build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, idx, ident
                 k += 1
         src_ptr[n_dst] = k
         _merge_ser(hist, dst[:n_dst], src_ptr[:n_dst + 1], src)
-    if layout == SPARSE_ROWS:
+    if sp_ptr is not None:
         totals = np.zeros((m, channels), np.int64)
         for p in range(n_p):
             for c in range(channels):
                 totals[node[p], c] += task_tot[p, c]
-        if m >= min_parallel_nodes:
+        if par is not None and m >= min_parallel_nodes:
             _restore_par(hist, slots, totals, feat_off, sp_default)
         else:
             _restore_ser(hist, slots, totals, feat_off, sp_default)
@@ -260,13 +299,15 @@ def plan_children(starts, stops, nleft, parent_slot, new_slot, child_ok, min_spl
 
 @njit(cache=True)
 def scan_children(hist, starts, stops, nleft, child_slot, sub, feat_off, n_value_bins, masks,
-                  is_cat, cat_cfg, scales, cfg, min_child_samples, min_parallel_nodes, out_gain,
+                  is_cat, cat_cfg, scales, cfg, min_child_samples, par, out_gain,
                   out_feature, out_bin, out_default_left, out_left_sums, out_sums, out_bits):
     """Best split of every child with a slot (``split.find_best_splits``, the larger
-    children subtracting ``sub`` first); the others get gain -inf, feature -1."""
+    children subtracting ``sub`` first); the others get gain -inf, feature -1.  In
+    parallel from ``min_parallel_nodes`` children (``par``: see ``thread_plan``)."""
+    min_parallel_nodes = thread_plan(par)[3]
     m2 = child_slot.shape[0]
     e_child = np.empty(m2, np.int64)
-    n_e = 0
+    n_e = np.int64(0)      # not a literal 0: one compiled split_outputs
     for c in range(m2):
         out_gain[c] = _split.NEG_INF
         out_feature[c] = -1
@@ -289,23 +330,26 @@ def scan_children(hist, starts, stops, nleft, child_slot, sub, feat_off, n_value
         e_slot[j] = child_slot[c]
         e_sub[j] = sub[c]
         e_rows[j] = (mid - starts[i]) if c % 2 == 0 else (stops[i] - mid)
-        e_mask[j] = masks[c]
+        copy_row(e_mask[j], masks[c])
     gain, feat, bb, dl, lsum, sums, bits = split_outputs(n_e, out_bits.shape[1])
-    if n_e >= min_parallel_nodes:
+    if par is not None and n_e >= min_parallel_nodes:
         _scan_par(hist, e_slot, e_sub, e_rows, feat_off, n_value_bins, e_mask, is_cat, cat_cfg,
                   scales, cfg, min_child_samples, gain, feat, bb, dl, lsum, sums, bits)
-    else:
-        _scan_ser(hist, e_slot, e_sub, e_rows, feat_off, n_value_bins, e_mask, is_cat, cat_cfg,
-                  scales, cfg, min_child_samples, gain, feat, bb, dl, lsum, sums, bits)
+    else:   # find_best_splits.serial's loop, without compiling it as one more layer
+        max_nv = _split.max_value_bins(n_value_bins)
+        for j in range(n_e):
+            gain[j], feat[j], bb[j], dl[j] = _split._best_split(
+                hist, e_slot[j], e_sub[j], e_rows[j], feat_off, n_value_bins, e_mask[j], is_cat,
+                cat_cfg, scales, cfg, min_child_samples, max_nv, lsum[j], sums[j], bits[j])
     for j in range(n_e):
         c = e_child[j]
         out_gain[c] = gain[j]
         out_feature[c] = feat[j]
         out_bin[c] = bb[j]
         out_default_left[c] = dl[j]
-        out_left_sums[c] = lsum[j]
-        out_sums[c] = sums[j]
-        out_bits[c] = bits[j]
+        copy_row(out_left_sums[c], lsum[j])
+        copy_row(out_sums[c], sums[j])
+        copy_row(out_bits[c], bits[j])
 
 
 @njit(cache=True)
@@ -331,7 +375,7 @@ def batch_columns(t, t_bits, batch, missing_bin):
         slot[i] = t[n, SLOT]
     bits = np.empty((m, t_bits.shape[1]), np.uint64)
     for i in range(m):
-        bits[i] = t_bits[batch[i]]
+        copy_row(bits[i], t_bits[batch[i]])
     return starts, stops, feature, bin_, default_left, f_missing, slot, bits
 
 
@@ -363,7 +407,7 @@ def write_children(t, t_gain, t_sums, t_left_sums, t_bits, batch, first, starts,
             t[cid, FEATURE] = feature[k]
             t[cid, BIN] = bin_[k]
             t[cid, DEFAULT_LEFT] = default_left[k]
-            t_bits[cid] = bits[k]
+            copy_row(t_bits[cid], bits[k])
             t_gain[cid] = gain[k]
             for q in range(3):
                 if child_slot[k] >= 0:
@@ -388,10 +432,9 @@ def write_children(t, t_gain, t_sums, t_left_sums, t_bits, batch, first, starts,
 
 @njit(cache=True)
 def split_nodes(layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, n_value_bins,
-                missing_bin, gh, idx, tmp, hist, t, t_gain, t_sums, t_left_sums, t_bits, batch,
+                missing_bin, gh, packed, idx, tmp, hist, t, t_gain, t_sums, t_left_sums, t_bits, batch,
                 first, new_slot, scratch_slots, child_ok, min_split_rows, masks, is_cat, cat_cfg,
-                scales, cfg, min_child_samples, n_threads, min_rows, min_partition_rows,
-                min_parallel_nodes, identity, out_expand, out_free):
+                scales, cfg, min_child_samples, par, identity, out_expand, out_free):
     """Split the nodes ``batch`` of the node table (``bonsai.nodes``: ``t`` its int
     fields, ``t_gain``, ``t_sums``, ``t_left_sums``) and evaluate their children, who
     get rows ``first..first + 2m - 1``: ``partition``, ``plan_children``, ``build``,
@@ -404,6 +447,10 @@ def split_nodes(layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, 
     subtraction and the node sums, for oblivious trees, whose split is chosen per
     level).  Returns (n_expand, n_free): ``out_expand[:n_expand]`` the children that
     can split (they keep a histogram slot), ``out_free[:n_free]`` the slots to free.
+
+    ``par`` is the thread plan (``thread_plan``; None: every kernel on one thread),
+    ``is_cat`` None for data without categorical features, ``packed`` and the histogram
+    layout as ``build`` (what is None is left out of the compiled code).
 
     An empty batch evaluates the root instead (table row 0, its rows and slot set;
     ``identity``: ``idx[i] == i`` over its rows): its histogram, sums and best split
@@ -424,7 +471,7 @@ def split_nodes(layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, 
             batch_columns(t, t_bits, batch, missing_bin)
         nleft = np.empty(m, np.int64)
         partition(X_cols, idx, tmp, starts, stops, feature, bin_, default_left, f_missing,
-                  p_bits, n_threads, min_partition_rows, nleft)
+                  p_bits, par, nleft)
         child_slot = np.empty(2 * m, np.int64)
         b_start, b_stop, b_slot, sub = plan_children(starts, stops, nleft, parent_slot,
                                                      new_slot, child_ok, min_split_rows,
@@ -432,22 +479,21 @@ def split_nodes(layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, 
     # one call site per kernel (the root takes the same ones): each is compiled into
     # this function's code once
     if b_start.shape[0] > 0:
-        build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, idx,
-              identity and root, b_start, b_stop, b_slot, scratch_slots, n_threads, min_rows,
-              min_parallel_nodes, hist)
+        build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, packed, idx,
+              identity and root, b_start, b_stop, b_slot, scratch_slots, par, hist)
     gain, c_feature, c_bin, c_dl, left_sums, sums, c_bits = split_outputs(child_slot.shape[0],
                                                                           t_bits.shape[1])
     scan_children(hist, starts, stops, nleft, child_slot, sub, feat_off, n_value_bins, masks,
-                  is_cat, cat_cfg, scales, cfg, min_child_samples, min_parallel_nodes, gain,
+                  is_cat, cat_cfg, scales, cfg, min_child_samples, par, gain,
                   c_feature, c_bin, c_dl, left_sums, sums, c_bits)
     if root:
         t_gain[0] = gain[0]
         t[0, FEATURE] = c_feature[0]
         t[0, BIN] = c_bin[0]
         t[0, DEFAULT_LEFT] = c_dl[0]
-        t_sums[0] = sums[0]
-        t_left_sums[0] = left_sums[0]
-        t_bits[0] = c_bits[0]
+        copy_row(t_sums[0], sums[0])
+        copy_row(t_left_sums[0], left_sums[0])
+        copy_row(t_bits[0], c_bits[0])
         return 0, 0
     return write_children(t, t_gain, t_sums, t_left_sums, t_bits, batch, first, starts, stops,
                           nleft, parent_slot, new_slot, child_slot, gain, c_feature, c_bin,
