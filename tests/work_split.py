@@ -76,6 +76,12 @@ class _KernelSpy:
         return self.kernel(*args)
 
 
+def _thread_plan(par):
+    """(n_threads, min_rows, min_partition_rows, min_parallel_nodes) of the split
+    step's ``par`` argument (``step.thread_plan``; None: one thread)."""
+    return tuple(int(v) for v in _step.thread_plan(par))
+
+
 class WorkLog:
     """What the split steps and prediction kernels of a fit ran with (see the module
     docstring).  ``steps``: one dict per split step; ``kernels``: one tuple per
@@ -101,7 +107,8 @@ class WorkLog:
 
     def _step(self, *args):
         a = self._sig.bind(*args).arguments
-        t, batch, n_threads = a["t"], a["batch"], int(a["n_threads"])
+        t, batch = a["t"], a["batch"]
+        n_threads, min_rows, min_partition_rows, min_parallel_nodes = _thread_plan(a["par"])
         rec = {"numba_threads": numba.get_num_threads(), "n_threads": n_threads,
                "root": batch.shape[0] == 0, "partition": 0}
         if rec["root"]:
@@ -111,7 +118,7 @@ class WorkLog:
         else:
             starts, stops, _, _, _, _, parent_slot, _ = _step.batch_columns(
                 t, a["t_bits"], batch, a["missing_bin"])
-            rec["partition"] = _plan_threads(starts, stops, n_threads, a["min_partition_rows"])
+            rec["partition"] = _plan_threads(starts, stops, n_threads, min_partition_rows)
             out = self._split_nodes(*args)
             left = a["first"] + 2 * np.arange(batch.shape[0])
             nleft = t[left, STOP] - t[left, START]
@@ -120,12 +127,12 @@ class WorkLog:
                 starts, stops, nleft, parent_slot, a["new_slot"], a["child_ok"],
                 a["min_split_rows"], child_slot)
             scan_nodes = int((child_slot >= 0).sum())
-        hist = _plan_threads(fill_start, fill_stop, n_threads, a["min_rows"])
+        hist = _plan_threads(fill_start, fill_stop, n_threads, min_rows)
         if a["layout"] == _step.DENSE_BLOCKS:  # threads take feature blocks, not rows
             n_blocks = -(-(a["feat_off"].shape[0] - 1) // a["X_dense"].shape[1])
             hist = min(hist, n_blocks)
         rec["hist"] = hist
-        rec["scan_parallel_nodes"] = scan_nodes if scan_nodes >= a["min_parallel_nodes"] else 0
+        rec["scan_parallel_nodes"] = scan_nodes if scan_nodes >= min_parallel_nodes else 0
         self.steps.append(rec)
         return out
 
