@@ -268,12 +268,19 @@ def find_thresholds(X, rows, weights, max_bin, n_chunks, out_thr, out_count):
                                                              k, last, c):
                         alive[c] = False
                         n_alive -= 1
-        big = np.flatnonzero(~alive)
-        for c in np.flatnonzero(alive):
+        # (loops, not np.flatnonzero(~alive): that compiles an array expression and
+        # flatnonzero, ~0.3 s of a first fit)
+        big = np.empty(nf - n_alive, np.int64)
+        n_big = 0
+        for c in range(nf):
+            if not alive[c]:
+                big[n_big] = c
+                n_big += 1
+                continue
             base = c * _SMALL_DISTINCT
             out_count[f0 + c] = greedy_thresholds(vals[base:base + k[c]], wts[base:base + k[c]],
                                                   max_bin, out_thr[f0 + c])
-        if big.shape[0] == 0:
+        if n_big == 0:
             continue
         buf = np.empty((min(_GATHER_FEATURES, big.shape[0]), m), X.dtype)
         values = np.empty(m)
