@@ -9,7 +9,6 @@ fresh process with an empty numba cache (a dispatcher loaded from the cache reco
 no callee signatures, so only a compiling process can tell).
 """
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +17,8 @@ import numpy as np
 
 import bonsai
 from bonsai.backends import cpu
+
+from _child import child_env
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -72,9 +73,8 @@ print("COUNTS " + json.dumps({
 
 
 def test_small_numeric_split_step_compiles_only_what_it_uses(tmp_path):
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path),
-               PYTHONPATH=os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, "-c", _SCRIPT], env=env, cwd=str(REPO_ROOT),
+    env = child_env(NUMBA_CACHE_DIR=str(tmp_path))   # the bonsai under test
+    proc = subprocess.run([sys.executable, "-c", _SCRIPT], env=env, cwd=str(tmp_path),
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("COUNTS ")]
