@@ -5,7 +5,7 @@ A category's statistic is ``(sum of its rows' targets + prior * a) / (its rows +
 (``a`` the prior weight; one statistic per target column: the positive-class
 indicator, each class's indicator, or the value).  The *ordered* statistic of a row
 uses only the rows before it in a random permutation, so a row's own target never
-leaks into its encoding (``../shared/seeds/003``, section 5).  Every sum runs in one
+leaks into its encoding (CatBoost's ordered boosting idea).  Every sum runs in one
 fixed order (row order, or permutation order), so results do not depend on threads.
 
 codes : (n,) int64 -- the row's category index, -1 for missing / unseen

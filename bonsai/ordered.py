@@ -1,5 +1,5 @@
 """Ordered target statistics inside training, ``cat_encoding="ordered"``: CatBoost's
-CTR features (``../shared/seeds/003``).
+CTR features (counter statistics computed along random permutations).
 
 Each categorical feature, and each pair of them chosen from the first trees (a
 *combination*), is a *group*: its rows' keys are the category code (a pair: both

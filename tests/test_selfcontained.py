@@ -28,12 +28,12 @@ def test_every_test_data_file_is_listed_with_its_checksum():
 
 
 def _tree(tmp_path):
-    """temp/fence/repo (the clone), temp/fence/shared (beside it), temp/fence/venv
+    """temp/fence/repo (the clone), temp/fence/beside (beside it), temp/fence/venv
     (allowed explicitly), temp/other (elsewhere in the temp dir)."""
     temp = tmp_path / "temp"
-    for d in ("fence/repo/tests", "fence/shared", "fence/venv", "other"):
+    for d in ("fence/repo/tests", "fence/beside", "fence/venv", "other"):
         (temp / d).mkdir(parents=True)
-    for f in ("fence/repo/tests/a.txt", "fence/shared/data.txt", "fence/venv/lib.py",
+    for f in ("fence/repo/tests/a.txt", "fence/beside/data.txt", "fence/venv/lib.py",
               "other/x.txt"):
         (temp / f).write_text("x")
     return temp
@@ -46,10 +46,10 @@ def test_guard_fences_the_directory_the_repository_was_cloned_into(tmp_path):
     assert not g.outside(temp / "fence/repo/tests/../tests/a.txt")
     assert not g.outside(temp / "fence/venv/lib.py")
     assert not g.outside(temp / "other/x.txt")
-    assert g.outside(temp / "fence/shared/data.txt")
-    assert g.outside(temp / "fence/repo/../shared")
-    assert not g.outside(temp / "fence/shared/missing.txt")   # a failed probe reads nothing
-    os.symlink(temp / "fence/shared/data.txt", temp / "fence/repo/link")
+    assert g.outside(temp / "fence/beside/data.txt")
+    assert g.outside(temp / "fence/repo/../beside")
+    assert not g.outside(temp / "fence/beside/missing.txt")   # a failed probe reads nothing
+    os.symlink(temp / "fence/beside/data.txt", temp / "fence/repo/link")
     assert g.outside(temp / "fence/repo/link")                 # followed to its target
 
 
@@ -63,21 +63,21 @@ def test_guard_outside_the_temp_dir(tmp_path):
 def test_guard_records_per_test_and_forgets_what_was_taken(tmp_path):
     temp = _tree(tmp_path)
     g = _repo_guard.Guard(temp / "fence/repo", [], temp)
-    shared = str(temp / "fence/shared/data.txt")
+    beside = str(temp / "fence/beside/data.txt")
     g.current = "t1"
-    g.hook("open", (shared, "r", 0))
-    g.hook("open", (os.fsencode(shared), "r", 0))
+    g.hook("open", (beside, "r", 0))
+    g.hook("open", (os.fsencode(beside), "r", 0))
     g.hook("open", (3, "r", 0))                                # a descriptor
-    g.hook("os.listdir", (str(temp / "fence/shared"),))
+    g.hook("os.listdir", (str(temp / "fence/beside"),))
     g.hook("import", ("x", None, [], [], []))
     g.hook("open", (str(temp / "fence/repo/tests/a.txt"), "r", 0))
     g.current = None
     g.hook("os.scandir", (str(temp / "fence"),))
-    assert g.take("t1") == [("open", shared), ("open", shared),
-                            ("os.listdir", str(temp / "fence/shared"))]
+    assert g.take("t1") == [("open", beside), ("open", beside),
+                            ("os.listdir", str(temp / "fence/beside"))]
     assert g.take("t1") == []
     assert g.take(None) == [("os.scandir", str(temp / "fence"))]
-    assert "data.txt" in _repo_guard.describe([("open", shared)])
+    assert "data.txt" in _repo_guard.describe([("open", beside)])
 
 
 def test_guard_is_live_in_this_process(request):
