@@ -25,7 +25,7 @@ _D = {spec.name: spec.default for spec in PARAM_TABLE}
 _SPARSE = ("csr", "csc", "coo")
 _CLASSIFICATION_OBJECTIVES = ("binary", "multiclass")
 _IMPORTANCE_TYPES = Booster.IMPORTANCE_TYPES
-_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+from .data import is_plain_matrix  # noqa: E402
 
 
 # ---------------------------------------------------------------------------
@@ -56,11 +56,7 @@ def _validate_X(est, X, reset):
                                 dtype=(np.float64, np.float32), ensure_all_finite=False))
 
 
-def _plain_matrix(X):
-    """A non-empty 2-D float32/float64 ndarray in C or F order (the predict fast path:
-    sklearn's checks would return it unchanged)."""
-    return (type(X) is np.ndarray and X.ndim == 2 and (X.dtype is _F32 or X.dtype is _F64)
-            and X.shape[0] > 0 and (X.flags.c_contiguous or X.flags.f_contiguous))
+_plain_matrix = is_plain_matrix   # sklearn's checks would return such input unchanged
 
 
 # ---------------------------------------------------------------------------

@@ -10,13 +10,12 @@ from . import model_io
 from ._threads import resolve_n_threads, thread_context
 from .backends import get_backend
 from .categorical import CategoryMap
-from .data import to_matrix
+from .data import is_plain_matrix, to_matrix
 from .ordered import CtrModel
 from .objectives import get_objective
 from .tree import concat, concat_oblivious
 
 _CPU = get_backend("cpu")  # prediction always runs on the CPU kernels
-_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 _SERIAL = contextlib.nullcontext()   # small batches: no thread setup
 
 
@@ -101,8 +100,7 @@ class Booster:
         return self._cache[1], self._cache[2]
 
     def _check_X(self, X):
-        if (type(X) is np.ndarray and self.categories is None and X.ndim == 2
-                and (X.dtype is _F32 or X.dtype is _F64) and X.shape[0] > 0):
+        if self.categories is None and is_plain_matrix(X):
             # the fast path of a plain float matrix (one-row latency): the same checks
             if X.shape[1] != self.n_features:
                 raise ValueError(f"X has {X.shape[1]} features, but the model was trained "

@@ -172,3 +172,13 @@ def check_init_score(s, n, n_outputs):
 
 def is_integer(x):
     return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+
+
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+
+
+def is_plain_matrix(X):
+    """A non-empty 2-D float32/float64 ndarray in C or F order: input that every
+    check at the predict boundary would return unchanged (the one-row fast path)."""
+    return (type(X) is np.ndarray and X.ndim == 2 and (X.dtype is _F32 or X.dtype is _F64)
+            and X.shape[0] > 0 and (X.flags.c_contiguous or X.flags.f_contiguous))
