@@ -4,8 +4,7 @@ Public API: ``Dataset``, ``train``, ``cv``, ``Booster``, ``BonsaiRegressor``,
 ``BonsaiClassifier``, the callbacks (``ProgressBar`` among them), and ``warmup``.
 ``python -m bonsai`` (or the ``bonsai`` command) is the command line (``bonsai.cli``).
 """
-__version__ = "0.1.0"
-
+from ._version import __version__
 from ._threads import configure_threading_layer as _configure_threading_layer
 
 _configure_threading_layer()

@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from .backends import available
+
 
 # ---------------------------------------------------------------------------
 # Type tags: each accepts a raw value and returns (ok, normalised value).
@@ -162,15 +164,19 @@ class Choices(Check):
 
 
 class DeviceCheck(Check):
-    """Only the CPU backend exists in this build."""
+    """A device with a backend in this build (the registry, ``bonsai.backends``)."""
 
-    allowed = "'cpu'"
+    @property
+    def allowed(self):
+        return "one of " + ", ".join(repr(d) for d in available())
 
     def __call__(self, name, value):
-        if value != "cpu":
-            raise ValueError(
-                f"parameter {name!r} = {_short_repr(value)} is not available: only "
-                f"device='cpu' is available in this build")
+        devices = available()
+        if value not in devices:
+            which = (f"only device={devices[0]!r} is available" if len(devices) == 1
+                     else f"the devices available are {', '.join(map(repr, devices))}")
+            raise ValueError(f"parameter {name!r} = {_short_repr(value)} is not available: "
+                             f"{which} in this build")
 
 
 class NonEmptyNames(Check):

@@ -4,7 +4,7 @@
 ::
 
     [data]                  # paths relative to this file's folder
-    train = "train.csv"     # CSV, TSV, Parquet or LibSVM (bonsai.io_tables)
+    train = "train.csv"     # CSV, TSV, Parquet or LibSVM (bonsai.io.tables)
     valid = "valid.csv"     # or a list of files; evaluated every round
     test = "test.csv"       # predicted (and scored, if it has the label) at the end
     label = "target"        # a column name or 0-based position (headerless: 0)

@@ -16,6 +16,8 @@
   subtraction is exact (no negative hessian can appear).
 * ``IDX``: uint32 sample indices (n < 2**32).
 * ``SCORE``: float64 raw margins, gains and leaf values.
+* Thresholds are float64; ``float32_floor`` gives the float32 threshold that sends
+  every float32 input the same way (the float32 predictors and the ONNX export).
 """
 import numpy as np
 
@@ -57,3 +59,13 @@ def fixed_point_scale(max_abs, n_rows, bits=FIXED_POINT_BITS):
     e = int(np.floor(np.log2(2.0 ** bits / (float(n_rows) * float(max_abs)))))
     e = min(e, MAX_SCALE_EXPONENT)
     return float(2.0 ** e)
+
+
+def float32_floor(x):
+    """The largest float32 <= each float64 ``x``: for a float32 value v,
+    ``v > x  <=>  v > float32_floor(x)`` (and so ``v <= x`` likewise)."""
+    with np.errstate(over="ignore"):
+        f = x.astype(np.float32)
+    down = f.astype(np.float64) > x
+    f[down] = np.nextafter(f[down], np.float32(-np.inf))
+    return f

@@ -13,10 +13,8 @@ import warnings
 from ._params import GROW_POLICIES
 from ._threads import (CGROUP_ROOT, available_threads, cgroup_cpu_limit,
                        configure_threading_layer, hardware_thread_count)
-from .backends import _BACKENDS, get_backend
-
-#: devices bonsai knows of; those without a registered backend are predict-only here
-DEVICES = ("cpu", "cuda")
+from ._version import __version__
+from .backends import available, get_backend, known
 
 
 def threading_layer():
@@ -79,8 +77,8 @@ def cuda_status():
 def grower_rows():
     """[(grower, device, status)] for every grower x device."""
     rows = []
-    for device in DEVICES:
-        if device not in _BACKENDS:
+    for device in known():
+        if device not in available():
             why = (f"predict-only here: this build has no {device} backend "
                    f"(device={device!r} cannot train); its models predict on the CPU")
         else:
@@ -100,7 +98,6 @@ def info_lines():
     import numba
     import numpy
 
-    from . import __version__
     here = os.path.dirname(os.path.abspath(__file__))
     layer, how = threading_layer()
     n, why = thread_report()

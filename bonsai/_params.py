@@ -180,7 +180,8 @@ PARAM_TABLE: tuple[ParamSpec, ...] = (
     ParamSpec("grad_quant_bins", ("int",), 32, Interval(2, 1 << 15),
               "With quantized_grad: gradients become integers in [-grad_quant_bins, "
               "grad_quant_bins] (hessians in [0, grad_quant_bins])."),
-    ParamSpec("device", ("str",), "cpu", DeviceCheck(), "Compute device; only 'cpu'."),
+    ParamSpec("device", ("str",), "cpu", DeviceCheck(),
+              "Compute device: one of bonsai.backends.available()."),
     ParamSpec("verbosity", ("int",), 1, Interval(0, 3),
               "0 = silent, 1 = warnings, 2 = info, 3 = debug."),
 )

@@ -17,7 +17,8 @@ def _parallel_thresholds():
     """Lower the thresholds above which work is cut between threads (they are read at
     every call), so tiny fits run, and compile, the parallel kernels."""
     from . import binning
-    from .backends import cpu
+    from .backends import HOST, get_backend
+    cpu = get_backend(HOST)
     names = ("MIN_ROWS_PER_THREAD", "MIN_PARTITION_ROWS_PER_THREAD", "MIN_PARALLEL_SPLIT_NODES",
              "MIN_PARALLEL_MAX_ABS_ROWS", "SERIAL_PREDICT_ROWS", "MIN_PARALLEL_PREDICT_WORK")
     saved = {n: getattr(cpu, n) for n in names}

@@ -5,7 +5,7 @@ A ``QuantileSummary`` per feature is a sorted array of distinct values with summ
 weights.  Summaries merge exactly (``merge``) and can be pruned to a bounded size
 (``prune``), so distributed training can build one summary per worker and agree on
 the same bin edges.  Thresholds are chosen greedily from a summary
-(``backends.cpu.binning.greedy_thresholds``).
+(``greedy_thresholds``, a kernel of the host backend's ``binning``).
 """
 from typing import NamedTuple
 
@@ -13,7 +13,9 @@ import numba
 import numpy as np
 
 from ._dtypes import binned_dtype
-from .backends.cpu import binning as _kernels
+from .backends import kernels
+
+_kernels = kernels("binning")   # the host CPU's binning kernels
 
 #: rows sampled to build the summaries (as LightGBM's bin_construct_sample_cnt)
 SAMPLE_ROWS = 200_000
@@ -84,9 +86,11 @@ def sparse_rows(X_cols, feat_off, max_fraction=None):
 def block_width(n_features, max_bin):
     """Features per block of the binned matrix.
 
-    Wide data is stored as a row-major mirror tiled into blocks of features
-    (design doc 002): a thread fills one block's histogram for all rows of a node, so
-    its writes stay in cache while its reads stay sequential.  Narrow data (up to
+    Wide data is stored as a row-major mirror tiled into blocks of features: a thread
+    fills one block's histogram (at most ``BLOCK_HIST_BYTES``, about an L2 cache) for
+    all rows of a node, so its writes stay in cache while its reads stay sequential;
+    with one histogram over all features, every row would scatter its adds over
+    ``F * (max_bin + 2)`` cells, far more than a cache holds when F is large.  Narrow data (up to
     two blocks' worth) is one block: plain row-major.  The layout never changes
     results (histogram cells are integer sums), only speed.
     """

@@ -6,16 +6,17 @@ import contextlib
 
 import numpy as np
 
-from . import model_io
 from ._threads import resolve_n_threads, thread_context
-from .backends import get_backend
+from ._version import __version__
+from .backends import HOST, get_backend
 from .categorical import CategoryMap
 from .data import is_plain_matrix, to_matrix
+from .io import model_file
 from .ordered import CtrModel
 from .objectives import get_objective
 from .tree import concat, concat_oblivious
 
-_CPU = get_backend("cpu")  # prediction always runs on the CPU kernels
+_HOST = get_backend(HOST)  # models predict on the host CPU kernels, whatever trained them
 _SERIAL = contextlib.nullcontext()   # small batches: no thread setup
 
 
@@ -157,7 +158,7 @@ class Booster:
             ens, _ = self._ensemble(t0, t1)
             out = np.zeros((X.shape[0], t1 - t0), np.int32)
             with self._predict_threads(X.shape[0], t1 - t0):
-                _CPU.predict_leaf(X, ens, out)
+                _HOST.predict_leaf(X, ens, out)
             return out
         raw = np.empty((X.shape[0], self.n_outputs))
         raw[:] = self.base_score
@@ -167,7 +168,7 @@ class Booster:
         return self._objective().transform(np.ascontiguousarray(raw.T))
 
     def _predict_threads(self, n_rows, n_trees=None):
-        if not _CPU.parallel_predict(n_rows, n_trees):   # serial kernels: no thread setup
+        if not _HOST.parallel_predict(n_rows, n_trees):   # serial kernels: no thread setup
             return _SERIAL
         return thread_context(resolve_n_threads(self.n_threads))
 
@@ -177,9 +178,9 @@ class Booster:
         ens, obl = self._ensemble(t0, t1)
         with self._predict_threads(X.shape[0], t1 - t0):
             if obl is not None:
-                _CPU.predict_oblivious(X, obl, raw)
+                _HOST.predict_oblivious(X, obl, raw)
             else:
-                _CPU.predict_raw(X, ens, raw)
+                _HOST.predict_raw(X, ens, raw)
         return raw
 
     def _tree_margins(self, X, start):
@@ -239,32 +240,39 @@ class Booster:
         return dump_model(self)
 
     def to_onnx(self, opset=None):
-        """An ONNX model (ai.onnx.ml tree ensembles; ``bonsai.export``)."""
-        from .export import to_onnx
+        """An ONNX model (ai.onnx.ml tree ensembles; ``bonsai.io.export``)."""
+        from .io.export import to_onnx
         return to_onnx(self, opset=opset)
 
     def to_treelite(self):
-        """A Treelite model built with its model builder (``bonsai.export``)."""
-        from .export import to_treelite
+        """A Treelite model built with its model builder (``bonsai.io.export``)."""
+        from .io.export import to_treelite
         return to_treelite(self)
 
-    @staticmethod
-    def from_xgboost(model):
-        """A Booster from an XGBoost JSON model (``bonsai.importers``)."""
-        from .importers import from_xgboost
-        return from_xgboost(model)
+    @classmethod
+    def from_xgboost(cls, model):
+        """A Booster from an XGBoost JSON model (``bonsai.io.importers``)."""
+        from .io.importers import read_xgboost
+        return cls._from_state(read_xgboost(model))
 
-    @staticmethod
-    def from_lightgbm(model):
-        """A Booster from a LightGBM text model (``bonsai.importers``)."""
-        from .importers import from_lightgbm
-        return from_lightgbm(model)
+    @classmethod
+    def from_lightgbm(cls, model):
+        """A Booster from a LightGBM text model (``bonsai.io.importers``)."""
+        from .io.importers import read_lightgbm
+        return cls._from_state(read_lightgbm(model))
+
+    @classmethod
+    def _from_state(cls, state):
+        """A Booster with the attributes of ``state`` (an importer's dict) set."""
+        booster = cls()
+        for key, val in state.items():
+            setattr(booster, key, val)
+        return booster
 
     # ---- model files -------------------------------------------------------------
     def _to_doc(self):
-        from . import __version__
         doc = {
-            "format": model_io.FORMAT, "schema_version": model_io.SCHEMA_VERSION,
+            "format": model_file.FORMAT, "schema_version": model_file.SCHEMA_VERSION,
             "bonsai_version": __version__,
             "objective": {"name": self.objective, "params": self.objective_params},
             "n_outputs": self.n_outputs, "n_features": self.n_features,
@@ -279,12 +287,12 @@ class Booster:
             if self.ctr is not None:
                 doc["ctr"] = self.ctr.to_dict()
         else:   # readable by bonsai versions before categorical features
-            doc["schema_version"] = model_io.SCHEMA_VERSION_NUMERIC
+            doc["schema_version"] = model_file.SCHEMA_VERSION_NUMERIC
         return doc
 
     def model_to_string(self):
         """The model as deterministic JSON text (identical bytes for identical models)."""
-        return model_io.dumps(self._to_doc())
+        return model_file.dumps(self._to_doc())
 
     def save_model(self, fname):
         with open(fname, "w", encoding="utf-8") as fh:
@@ -292,7 +300,7 @@ class Booster:
         return self
 
     def _load_string(self, text):
-        doc, trees = model_io.loads(text)
+        doc, trees = model_file.loads(text)
         self.trees = trees
         self.tree_class = list(doc["tree_class"])
         self.n_outputs = doc["n_outputs"]

@@ -9,7 +9,7 @@
                                                   bonsai -> ONNX / Treelite
     bonsai info                                   versions, threads, CUDA, growers
 
-Config files: ``bonsai._config``; data files: ``bonsai.io_tables``.  ``bonsai train``
+Config files: ``bonsai._config``; data files: ``bonsai.io.tables``.  ``bonsai train``
 fits exactly what ``bonsai.train(params, Dataset(X, label=y, weight=w,
 max_bin=params["max_bin"], random_state=params["random_state"]),
 valid_sets=[Dataset(X_valid, label=y_valid, reference=train_set)],
@@ -26,7 +26,8 @@ import sys
 import time
 
 from . import _config
-from . import io_tables as tables
+from ._version import __version__
+from .io import tables
 
 _MODEL_KINDS = ("bonsai", "xgboost", "lightgbm")
 _OUT_KINDS = ("bonsai", "onnx", "treelite")
@@ -80,7 +81,6 @@ def _write_json(path, doc):
 
 # ---- commands ------------------------------------------------------------------------
 def cmd_train(args):
-    from . import __version__
     from ._params import validate_params
     from .boosting import _metrics
     from .boosting import train
@@ -144,7 +144,6 @@ def cmd_train(args):
 
 
 def cmd_cv(args):
-    from . import __version__
     from ._params import validate_params
     from .crossval import cv
     cfg = _config.load_config(args.config, args.set)
@@ -272,7 +271,6 @@ def cmd_info(args):
 
 # ---- parser --------------------------------------------------------------------------
 def _parser():
-    from . import __version__
     ap = _Parser(prog="bonsai", description="bonsai: histogram gradient-boosted trees, "
                  "bit-identical at any thread count.")
     ap.add_argument("--version", action="version", version=f"bonsai {__version__}")

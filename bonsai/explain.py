@@ -1,6 +1,7 @@
 """Explanations of a Booster's predictions: SHAP values (``pred_contribs``) and SHAP
 interaction values (``pred_interactions``), exact path-dependent TreeSHAP over every
-grower, objective and split kind (the kernels: ``backends/cpu/shap.py``).
+grower, objective and split kind (the kernels: the host backend's ``shap``,
+``backends/cpu/shap.py``).
 
 Shapes follow XGBoost: ``(n, F + 1)`` contributions per row (the last column is the
 bias: the base margin plus every tree's expected output), ``(n, K, F + 1)`` for K
@@ -15,8 +16,10 @@ import contextlib
 import numpy as np
 
 from ._threads import resolve_n_threads, thread_context
-from .backends.cpu import parallel_predict
-from .backends.cpu import shap as _shap
+from .backends import HOST, get_backend, kernels
+
+_shap = kernels("shap")
+parallel_predict = get_backend(HOST).parallel_predict
 
 
 def _pick(kernel, n):

@@ -22,6 +22,8 @@ import numbers
 
 import numpy as np
 
+from ._version import __version__
+
 __all__ = ["trees_to_dataframe", "dump_model", "feature_name"]
 
 _DF_COLUMNS = ("tree_index", "node_index", "node_id", "class", "depth", "parent_index",
@@ -294,7 +296,6 @@ def dump_model(booster):
     ``pred_leaf`` reports it), ``leaf_value``, ``leaf_cover``, ``leaf_count``.
     Non-finite floats (not expected) are written as None.
     """
-    from . import __version__
     booster = _booster_of(booster)
     names = _Names(booster)
     F = int(booster.n_features)

@@ -16,6 +16,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ._dtypes import float32_floor
+from .backends import kernels
+
 FIELDS = (
     ("feature", np.int32), ("threshold", np.float64), ("bin_threshold", np.int32),
     ("default_left", np.uint8), ("left", np.int32), ("right", np.int32),
@@ -276,11 +279,9 @@ def concat(trees, tree_class):
     )
     cls = np.asarray(tree_class, dtype=np.int32)
     depth = np.array([d for _, d in recs], np.int64)
-    from .backends.cpu.predict_binned import heap_layout
+    heaps = None if has_cat else kernels("predict_binned").heap_layout(*arrays, depth, cls)
     return Ensemble(*arrays, cls, np.ascontiguousarray(np.concatenate([r for r, _ in recs])),
-                    depth, _tree_chunks(sizes),
-                    None if has_cat else heap_layout(*arrays, depth, cls), cat_ptr, cat_words,
-                    has_cat)
+                    depth, _tree_chunks(sizes), heaps, cat_ptr, cat_words, has_cat)
 
 
 class ObliviousEnsemble(NamedTuple):
@@ -294,16 +295,6 @@ class ObliviousEnsemble(NamedTuple):
     tree_class: np.ndarray
     level_cat_ptr: np.ndarray = None     # (L + 1,) int64: level's bitset words
     level_cat_words: np.ndarray = None
-
-
-def float32_floor(x):
-    """The largest float32 <= each float64 ``x``: for a float32 value v,
-    ``v > x  <=>  v > float32_floor(x)`` (and so ``v <= x`` likewise)."""
-    with np.errstate(over="ignore"):
-        f = x.astype(np.float32)
-    down = f.astype(np.float64) > x
-    f[down] = np.nextafter(f[down], np.float32(-np.inf))
-    return f
 
 
 def _oblivious_levels(tree):

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 import bonsai
-from bonsai import _config, cli, io_tables
+from bonsai import _config, cli
+from bonsai.io import tables as io_tables
 from bonsai.demo import load_binary
 
 from _child import bonsai_under_test, child_env

@@ -1,5 +1,5 @@
-"""Export to ONNX (``bonsai.export.to_onnx``, run with onnxruntime) and to Treelite
-(``bonsai.export.to_treelite``, run with ``treelite.gtil``): predictions and margins
+"""Export to ONNX (``bonsai.io.export.to_onnx``, run with onnxruntime) and to Treelite
+(``bonsai.io.export.to_treelite``, run with ``treelite.gtil``): predictions and margins
 equal bonsai's on float32 inputs with missing values, for every objective link,
 every grow policy, categorical splits (as category codes), exact float32 threshold
 handling, and the errors (ordered CTR models, non-Booster arguments, bad opset)."""
@@ -13,7 +13,7 @@ import pytest
 import treelite
 
 import bonsai
-from bonsai.export import category_codes, to_onnx, to_treelite
+from bonsai.io.export import category_codes, to_onnx, to_treelite
 from bonsai.tree import Tree
 
 TOL = dict(rtol=1e-5, atol=1e-5)

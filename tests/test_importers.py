@@ -1,4 +1,4 @@
-"""bonsai.importers: XGBoost JSON and LightGBM text models predict in bonsai exactly as
+"""bonsai.io.importers (through ``Booster.from_xgboost`` / ``from_lightgbm``): XGBoost JSON and LightGBM text models predict in bonsai exactly as
 in their own library (float32 inputs with NaN), every input form loads, unsupported
 models fail with a clear error, and imported models survive bonsai's model files."""
 import json
@@ -10,7 +10,9 @@ import pytest
 import xgboost as xgb
 
 import bonsai
-from bonsai.importers import from_lightgbm, from_xgboost
+
+from_lightgbm = bonsai.Booster.from_lightgbm
+from_xgboost = bonsai.Booster.from_xgboost
 
 TOL = dict(rtol=1e-6, atol=1e-6)
 N_TRAIN = 2000

@@ -1,4 +1,4 @@
-"""Tests of the scikit-learn estimators (bonsai/sklearn.py).
+"""Tests of the scikit-learn estimators (bonsai/sklearn/).
 
 Both estimators run the full ``check_estimator`` suite with no expected
 failures (``expected_failed_checks`` is not used).  scikit-learn itself skips

@@ -1,19 +1,51 @@
-"""Backend registry.  ``get_backend(name)`` returns a module implementing the grow
-loop's protocol (``HistogramPool``, ``quantize``, ``build_histograms`` and
-``find_best_splits`` for the root, ``split_nodes`` for every batch after it (partition,
-children's histograms, their splits, children written to the ``bonsai.nodes`` table),
-``find_level_split``, ``node_sums``, ``range_sums``, ``add_leaf_values``,
-``leaf_sums``, ``predict_*``).  Optional
-backends are imported lazily, so a missing GPU stack never breaks ``import bonsai``.
+"""Backend registry: the one list of devices, and the only way code above
+``bonsai/backends/`` reaches a backend.
+
+``get_backend(name)`` returns the module implementing the grow loop's protocol
+(``HistogramPool``, ``quantize``, ``split_nodes`` for every batch including the root
+(partition, children's histograms, their splits, children written to the
+``bonsai.nodes`` table), ``find_level_split``, ``add_leaf_values``, ``leaf_sums``,
+``predict_*``; the full list is in ``docs/interfaces.md``).  ``kernels(part)`` returns
+one kernel module of a backend for the stages that always run on the host CPU
+(binning, SHAP, the binned-heap prediction layout).  ``available()`` names the
+devices this build can train on, ``known()`` also those bonsai knows of without a
+backend here (``bonsai info`` lists them as predict-only).  Backends are imported
+lazily, so a missing GPU stack never breaks ``import bonsai``.
 """
 import importlib
 
+#: device name -> the package implementing its backend
 _BACKENDS = {"cpu": "bonsai.backends.cpu"}
+#: devices bonsai knows of that this build has no backend for
+_WITHOUT_BACKEND = ("cuda",)
+#: the backend that predicts, bins and explains: models predict on the CPU whatever
+#: device trained them
+HOST = "cpu"
+
+
+def available():
+    """The devices this build can train on, sorted."""
+    return tuple(sorted(_BACKENDS))
+
+
+def known():
+    """Every device bonsai knows of: ``available()``, then those without a backend."""
+    return available() + tuple(d for d in _WITHOUT_BACKEND if d not in _BACKENDS)
 
 
 def get_backend(name="cpu"):
+    """The backend module of device ``name``; ValueError naming the choices if this
+    build has none."""
     try:
         module = _BACKENDS[name]
     except KeyError:
-        raise ValueError(f"device={name!r} is not available; choose one of {sorted(_BACKENDS)}") from None
+        raise ValueError(f"device={name!r} is not available; choose one of "
+                         f"{list(available())}") from None
     return importlib.import_module(module)
+
+
+def kernels(part, name=HOST):
+    """The kernel module ``part`` (``"binning"``, ``"shap"``, ``"predict_binned"``) of
+    backend ``name``: for the host-side stages, which call those kernels directly."""
+    get_backend(name)
+    return importlib.import_module(f"{_BACKENDS[name]}.{part}")

@@ -1,5 +1,5 @@
-"""Shared helpers of the model importers (``bonsai.importers``): a Booster from
-imported trees, node arrays, categorical nodes, reading a model's text.
+"""Shared helpers of the model importers (``bonsai.io.importers``): a Booster's state
+from imported trees, node arrays, categorical nodes, reading a model's text.
 """
 
 import contextlib
@@ -8,17 +8,18 @@ import os
 
 import numpy as np
 
-from .objectives import get_objective
-from .tree import Tree
+from ..objectives import get_objective
+from ..tree import Tree
 
 
 _K_ZERO = float(np.float32(1e-35))    # LightGBM's zero threshold (1e-35f as double)
 
 
 # ---------------------------------------------------------------------------- shared
-def _new_booster(source, trees, tree_class, n_outputs, n_features, names, base_score,
+def _model_state(source, trees, tree_class, n_outputs, n_features, names, base_score,
                  objective, objective_params, categories, source_objective):
-    from .booster import Booster      # lazy: booster.py may import this module
+    """The imported model as Booster attributes (``Booster._from_state`` sets them; the
+    importers never import ``bonsai.booster``, which imports them)."""
     params = {}
     for key, val in objective_params.items():   # keep the parameters bonsai accepts
         try:
@@ -28,16 +29,13 @@ def _new_booster(source, trees, tree_class, n_outputs, n_features, names, base_s
             pass
     if objective == "multiclass":
         params["num_class"] = int(n_outputs)
-    b = Booster()
-    for key, val in dict(
-            trees=trees, tree_class=[int(c) for c in tree_class], n_outputs=int(n_outputs),
-            n_features=int(n_features), feature_names=names,
-            base_score=np.asarray(base_score, dtype=np.float64).reshape(n_outputs),
-            objective=objective, objective_params=params, params={}, grow_policy="depthwise",
-            best_iteration=None, categories=categories, _cache=None, _obj=None,
-            extra={"imported_from": source, "source_objective": source_objective}).items():
-        setattr(b, key, val)
-    return b
+    return dict(
+        trees=trees, tree_class=[int(c) for c in tree_class], n_outputs=int(n_outputs),
+        n_features=int(n_features), feature_names=names,
+        base_score=np.asarray(base_score, dtype=np.float64).reshape(n_outputs),
+        objective=objective, objective_params=params, params={}, grow_policy="depthwise",
+        best_iteration=None, categories=categories, _cache=None, _obj=None,
+        extra={"imported_from": source, "source_objective": source_objective})
 
 
 @contextlib.contextmanager

@@ -12,7 +12,7 @@ Conventions of every exported model
   ``best_iteration`` when early stopping ran).
 * Input: one float matrix ``(n, n_features)``.  For the ONNX model it must be
   float32 (ONNX tree ensembles take float32); thresholds are stored as
-  ``bonsai.tree.float32_floor(threshold)``, so a float32 input takes exactly the
+  ``bonsai._dtypes.float32_floor(threshold)``, so a float32 input takes exactly the
   branches bonsai takes for the same float32 values.  The Treelite model keeps the
   float64 thresholds (exact for float32 and float64 inputs).  NaN follows each
   node's default direction.
@@ -37,9 +37,9 @@ import json
 
 import numpy as np
 
-from .booster import Booster
-from .objectives import _ALIASES
-from .tree import float32_floor
+from .._dtypes import float32_floor
+from .._version import __version__
+from ..objectives import _ALIASES
 
 __all__ = ["to_onnx", "to_treelite", "category_codes", "DEFAULT_OPSET"]
 
@@ -60,8 +60,14 @@ def _require(module, pip_name, what):
                           f"`pip install {pip_name}`") from e
 
 
+#: what export reads of a model: a bonsai.Booster has every one (checked by name, as
+#: ``bonsai.booster`` imports this module for ``Booster.to_onnx``, not the reverse)
+_BOOSTER_ATTRS = ("trees", "tree_class", "base_score", "objective", "n_outputs",
+                  "n_features", "ctr", "_tree_range", "_check_X")
+
+
 def _check_booster(booster, fn):
-    if not isinstance(booster, Booster):
+    if not all(hasattr(booster, a) for a in _BOOSTER_ATTRS):
         raise TypeError(f"{fn}: booster must be a bonsai.Booster; got "
                         f"{type(booster).__name__}")
     if booster.ctr is not None:
@@ -135,7 +141,7 @@ def _tree_list(trees, classes):
     need at least one tree)."""
     if trees:
         return trees, classes
-    from .tree import FIELDS, Tree
+    from ..tree import FIELDS, Tree
     one = {name: np.zeros(1, dtype) for name, dtype in FIELDS}
     one["left"][:] = -1
     one["right"][:] = -1
@@ -269,7 +275,7 @@ def to_onnx(booster, opset=None):
     features pass the codes of :func:`category_codes`.
     """
     _check_booster(booster, "to_onnx")
-    onnx = _require("onnx", "onnx", "bonsai.export.to_onnx")
+    onnx = _require("onnx", "onnx", "bonsai.io.export.to_onnx")
     from onnx import TensorProto, helper, numpy_helper
     opset = _check_opset(opset, onnx)
     trees, classes, link, k, base = _model_parts(booster, "to_onnx")
@@ -307,13 +313,12 @@ def to_onnx(booster, opset=None):
         [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, int(booster.n_features)])],
         outputs, initializer=inits)
     opsets = [helper.make_opsetid("", opset), helper.make_opsetid("ai.onnx.ml", ml_version)]
-    from . import __version__
     model = helper.make_model(graph, opset_imports=opsets, producer_name="bonsai",
                               producer_version=__version__,
                               ir_version=helper.find_min_ir_version_for(opsets))
     model.doc_string = ("bonsai gradient-boosted trees; input X float32 (n, n_features)"
                         + ("; categorical features as category codes "
-                           "(bonsai.export.category_codes)" if booster.categories is not None
+                           "(bonsai.io.export.category_codes)" if booster.categories is not None
                            else ""))
     helper.set_model_props(model, _props(booster))
     onnx.checker.check_model(model, full_check=True)
@@ -344,7 +349,7 @@ def to_treelite(booster):
     ``(n, 1, K)``; ``pred_margin=True`` gives the margins including ``base_score``.
     """
     _check_booster(booster, "to_treelite")
-    _require("treelite", "treelite", "bonsai.export.to_treelite")
+    _require("treelite", "treelite", "bonsai.io.export.to_treelite")
     from treelite.model_builder import (Metadata, ModelBuilder, PostProcessorFunc,
                                         TreeAnnotation)
     trees, classes, link, k, base = _model_parts(booster, "to_treelite")

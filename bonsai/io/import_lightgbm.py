@@ -1,5 +1,5 @@
-"""LightGBM text models as bonsai Boosters (``from_lightgbm``; the conventions are in
-``bonsai.importers``).
+"""LightGBM text models as bonsai Boosters (``read_lightgbm``, behind
+``Booster.from_lightgbm``; the conventions are in ``bonsai.io.importers``).
 """
 import json
 import os
@@ -7,8 +7,8 @@ import os
 import numpy as np
 
 from ._import_common import (_K_ZERO, _cat_node, _empty_nodes, _make_tree, _malformed,
-                             _new_booster, _read_text)
-from .categorical import CategoryMap
+                             _model_state, _read_text)
+from ..categorical import CategoryMap
 
 
 _LGB_IDENTITY = {"regression": "squared_error", "regression_l2": "squared_error",
@@ -155,8 +155,9 @@ def _lgb_categories(header, cat_feats, pandas_cat):
         raise ValueError(f"from_lightgbm: unsupported category values: {e}") from None
 
 
-def from_lightgbm(model):
-    """A LightGBM model as a bonsai Booster.
+def read_lightgbm(model):
+    """A LightGBM model as a bonsai Booster's state (``Booster.from_lightgbm`` builds the
+    Booster).
 
     Parameters
     ----------
@@ -166,8 +167,9 @@ def from_lightgbm(model):
 
     Returns
     -------
-    bonsai.Booster whose ``predict`` matches LightGBM's (see the module docstring;
-    a random forest's margins are the trees' mean, LightGBM's raw scores their sum).
+    dict of Booster attributes: a Booster whose ``predict`` matches LightGBM's (see the
+    module docstring; a random forest's margins are the trees' mean, LightGBM's raw
+    scores their sum).
     """
     text = _lgb_text(model)
     with _malformed("from_lightgbm", "LightGBM text model"):
@@ -201,7 +203,7 @@ def _from_lgb_text(text):
         oparams["huber_delta" if objective == "huber" else "alpha"] = float(opts["alpha"])
     if "tweedie_variance_power" in opts:
         oparams["tweedie_variance_power"] = float(opts["tweedie_variance_power"])
-    return _new_booster("lightgbm", trees, [i % k for i in range(len(trees))], k,
+    return _model_state("lightgbm", trees, [i % k for i in range(len(trees))], k,
                         n_features, names if len(names) == n_features else None,
                         np.zeros(k), objective, oparams,
                         _lgb_categories(header, cat_feats, pandas_cat), " ".join(tokens))

@@ -1,5 +1,5 @@
-"""XGBoost JSON models as bonsai Boosters (``from_xgboost``; the conventions are in
-``bonsai.importers``).
+"""XGBoost JSON models as bonsai Boosters (``read_xgboost``, behind
+``Booster.from_xgboost``; the conventions are in ``bonsai.io.importers``).
 """
 import json
 import os
@@ -7,8 +7,8 @@ import os
 import numpy as np
 
 from ._import_common import (_cat_node, _empty_nodes, _make_tree, _malformed,
-                             _new_booster, _read_text)
-from .categorical import CategoryMap
+                             _model_state, _read_text)
+from ..categorical import CategoryMap
 
 
 _XGB_OBJECTIVES = {   # XGBoost name -> (bonsai objective, base_score link)
@@ -181,8 +181,9 @@ def _xgb_categories(learner, m, trees_doc, n_features):
         raise ValueError(f"from_xgboost: unsupported category values: {e}") from None
 
 
-def from_xgboost(model):
-    """An XGBoost model as a bonsai Booster.
+def read_xgboost(model):
+    """An XGBoost model as a bonsai Booster's state (``Booster.from_xgboost`` builds the
+    Booster).
 
     Parameters
     ----------
@@ -192,8 +193,9 @@ def from_xgboost(model):
 
     Returns
     -------
-    bonsai.Booster whose ``predict`` matches XGBoost's on float32 inputs (see the module
-    docstring for float64 inputs, categorical codes and ``multi:softmax``).
+    dict of Booster attributes: a Booster whose ``predict`` matches XGBoost's on float32
+    inputs (see the module docstring for float64 inputs, categorical codes and
+    ``multi:softmax``).
     """
     doc = _xgb_doc(model)
     with _malformed("from_xgboost", "XGBoost JSON model"):
@@ -250,7 +252,7 @@ def _from_xgb_doc(doc):
         val = learner["objective"].get(group, {}).get(key)
         if val is not None:
             oparams[ours] = _xgb_floats(val, key)[0]
-    return _new_booster("xgboost", trees, tree_info, k, n_features,
+    return _model_state("xgboost", trees, tree_info, k, n_features,
                         names if names and len(names) == n_features else None, base,
                         objective, oparams, categories, name)
 

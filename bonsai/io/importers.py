@@ -1,12 +1,14 @@
-"""Importers: XGBoost JSON models and LightGBM text models as bonsai Boosters.
+"""Importers: XGBoost JSON models and LightGBM text models as bonsai Boosters
+(``bonsai.Booster.from_xgboost`` / ``from_lightgbm``).
 
-This module (with ``import_xgboost``, ``import_lightgbm`` and ``_import_common``) owns the translation of another library's trained model into bonsai's
+This module (with ``import_xgboost``, ``import_lightgbm`` and ``_import_common``)
+owns the translation of another library's trained model into bonsai's
 model (``bonsai.tree.Tree`` node arrays, ``tree_class``, ``base_score`` margins, the
 objective's link), so that ``Booster.predict`` gives the source library's
 predictions.  Nothing is trained or re-fitted; neither library is imported (a
 library object passed in is only asked for its serialised model).
 
-XGBoost (``from_xgboost``): gbtree and dart boosters.  XGBoost sends a row left when
+XGBoost (``read_xgboost``): gbtree and dart boosters.  XGBoost sends a row left when
 ``x < split_condition`` in float32; bonsai goes left when ``x <= threshold``, so the
 threshold is the largest float32 strictly below ``split_condition``: float32 inputs
 decide identically.  XGBoost rounds float64 inputs to float32 before comparing, bonsai
@@ -27,7 +29,7 @@ missing branch instead of the left one.  Non-integer codes are missing in bonsai
 (XGBoost truncates them).  Tree statistics: cover = ``sum_hessian``, gain =
 ``loss_changes``, count 0 (unknown).
 
-LightGBM (``from_lightgbm``): the text model format.  Thresholds are compared as
+LightGBM (``read_lightgbm``): the text model format.  Thresholds are compared as
 float64, as LightGBM does.  Missing type None (NaN is 0.0) and Zero (values within
 ``1e-35`` of 0 and NaN go the default way) are rewritten to bonsai's rule where an
 exact equivalent exists; a zero-as-missing split whose default branch is not an
@@ -44,7 +46,7 @@ raw scores their sum).  Identity-link objectives bonsai does not train (fair, ma
 lambdarank, rank_xendcg) import as ``"squared_error"``; ``extra["source_objective"]``
 keeps the source library's objective.
 """
-from .import_lightgbm import from_lightgbm
-from .import_xgboost import from_xgboost
+from .import_lightgbm import read_lightgbm
+from .import_xgboost import read_xgboost
 
-__all__ = ["from_lightgbm", "from_xgboost"]
+__all__ = ["read_lightgbm", "read_xgboost"]

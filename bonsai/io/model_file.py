@@ -24,7 +24,8 @@ import math
 
 import numpy as np
 
-from .tree import Tree
+from .._version import __version__
+from ..tree import Tree
 
 FORMAT = "bonsai-model"
 SCHEMA_VERSION = 2
@@ -56,7 +57,6 @@ def _floats(values, what):
 
 def loads(text):
     """Parse and check a model document; returns (doc, trees)."""
-    from . import __version__
     try:
         doc = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:

@@ -4,7 +4,7 @@ matrices), the constructor-argument table, the prediction kinds (``output_margin
 ``pred_leaf``, ``pred_contribs``, ``pred_interactions`` and LightGBM's spellings),
 what a fit shows while it runs (``verbose``), and ``_BonsaiModel`` (fit, eval sets,
 early stopping results, importances, save/load).  The public estimators and their
-conventions are documented in ``bonsai.sklearn``.
+conventions are documented in ``bonsai.sklearn.estimators``.
 """
 import os
 
@@ -12,12 +12,12 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
-from ._params import PARAM_TABLE, validate_params
-from .booster import Booster
-from .boosting import train
-from .callbacks import EvaluationMonitor
-from .dataset import Dataset
-from .progress import ProgressBar
+from .._params import PARAM_TABLE, validate_params
+from ..booster import Booster
+from ..boosting import train
+from ..callbacks import EvaluationMonitor
+from ..dataset import Dataset
+from ..progress import ProgressBar
 
 
 _D = {spec.name: spec.default for spec in PARAM_TABLE}
@@ -25,7 +25,7 @@ _D = {spec.name: spec.default for spec in PARAM_TABLE}
 _SPARSE = ("csr", "csc", "coo")
 _CLASSIFICATION_OBJECTIVES = ("binary", "multiclass")
 _IMPORTANCE_TYPES = Booster.IMPORTANCE_TYPES
-from .data import is_plain_matrix  # noqa: E402
+from ..data import is_plain_matrix  # noqa: E402
 
 
 # ---------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """scikit-learn estimators: ``BonsaiRegressor`` and ``BonsaiClassifier``.
 
 This module owns the scikit-learn face of bonsai (the shared fit / predict machinery
-is in ``bonsai._sklearn_base``) and nothing else: it checks
+is in ``bonsai.sklearn._base``) and nothing else: it checks
 ``X`` / ``y`` / weights / eval sets once at the ``fit`` / ``predict`` boundary
 (with scikit-learn's own helpers, so error messages and the ``n_features_in_`` /
 ``feature_names_in_`` bookkeeping are the ones sklearn users expect), turns the
@@ -66,12 +66,11 @@ with no expected failures (``tests/test_sklearn.py``).
 import numpy as np
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted
 
 __all__ = ["BonsaiClassifier", "BonsaiRegressor"]
 
-from ._sklearn_base import (_CLASSIFICATION_OBJECTIVES, _D, _BonsaiModel, _booster_predict,
-                            _predict_kind)
+from ._base import (_CLASSIFICATION_OBJECTIVES, _D, _BonsaiModel, _booster_predict,
+                    _predict_kind)
 
 
 class BonsaiRegressor(RegressorMixin, _BonsaiModel):

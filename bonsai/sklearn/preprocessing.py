@@ -28,7 +28,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import _check_feature_names_in, check_is_fitted, validate_data
 
-from . import _ctr
+from .. import _ctr
 
 _TARGET_TYPES = ("auto", "binary", "multiclass", "continuous")
 

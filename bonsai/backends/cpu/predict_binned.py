@@ -30,7 +30,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit, prange
 
-from ...tree import float32_floor
+from ..._dtypes import float32_floor
 from ._intrinsics import gt_mask64, or_bits64
 from ._jit import parallel_kernel
 
