@@ -1,5 +1,6 @@
-"""Categorical benchmark (issue 4's ``cat`` shape): LightGBM, XGBoost and CatBoost
-with their native categorical handling against bonsai, side by side in one run.
+"""Categorical benchmark (the ``cat`` shape described below): LightGBM, XGBoost and
+CatBoost with their native categorical handling against bonsai, side by side in one
+run.
 
     python benchmarks/bench_cat.py --repeats 3 --threads 2 \
         --libs bonsai-native,bonsai-ordered,lightgbm,xgboost,catboost [--rows N] [--rounds N]

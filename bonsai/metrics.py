@@ -4,7 +4,8 @@ This module owns the metrics reported on validation sets and used for early
 stopping. Every metric is a :class:`Metric` ``(name, fn, higher_is_better)``
 where ``fn(y, pred, w) -> float`` takes
 
-* ``y`` : float64 ``(n,)`` labels (classes encoded as 0..K-1),
+* ``y`` : ``(n,)`` labels, float32 or float64 (classes encoded as 0..K-1; widened to
+  float64 exactly),
 * ``pred`` : the *transformed* prediction -- means ``(n,)`` for regression,
   probabilities of class 1 ``(n,)`` for binary, class probabilities ``(n, K)``
   for multiclass,

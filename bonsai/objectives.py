@@ -15,9 +15,11 @@ sign-based gradients with unit hessian for L1 / quantile, the ``K / (K - 1)``
 hessian factor for multiclass softmax), so models trained with the same
 hyper-parameters are comparable.
 
-Shapes and dtypes (see ``docs/interfaces.md``): labels ``y`` are float64
-``(n,)``; weights ``w`` float64 ``(n,)`` or None; raw margins float64
-``(K, n)``; gradients / hessians float32 ``(K, n)`` C-contiguous.
+Shapes and dtypes (see ``docs/interfaces.md``): labels ``y`` are ``(n,)`` float32
+when they were given as float32 (``Dataset`` keeps them: no float64 copy) and float64
+otherwise; every objective widens them to float64 exactly, ``_CHUNK`` rows at a time
+or per call.  Weights ``w`` float64 ``(n,)`` or None; raw margins float64 ``(K, n)``;
+gradients / hessians float32 ``(K, n)`` C-contiguous.
 """
 
 from __future__ import annotations
@@ -126,7 +128,8 @@ class Objective:
         return 1
 
     def check_labels(self, y):
-        """Validate labels ``y`` (float64 ``(n,)``); raise ValueError if invalid."""
+        """Validate labels ``y`` (float32 or float64 ``(n,)``); raise ValueError if
+        invalid."""
         _check_finite(self.name, np.asarray(y, dtype=np.float64))
 
     def init_score(self, y, w):
@@ -138,7 +141,7 @@ class Objective:
 
         Parameters
         ----------
-        y : ndarray (n,), float64
+        y : ndarray (n,), float32 or float64
         raw : ndarray (K, n), float64
         w : ndarray (n,), float64, or None
             Multiplied into both gradient and hessian.
