@@ -31,8 +31,8 @@ A first fit compiles one specialisation of ``split_nodes`` instead of all of the
 import numpy as np
 from numba import njit
 
-from ...nodes import (BIN, DEFAULT_LEFT, DEPTH, FEATURE, LEFT, PARENT, RIGHT, SLOT, START,
-                      STOP)
+from ...nodes import (BIN, COUNT, DEFAULT_LEFT, DEPTH, FEATURE, LEFT, PARENT, RIGHT, SLOT,
+                      START, STOP)
 from . import histogram as _hist
 from . import partition as _part
 from . import split as _split
@@ -124,7 +124,7 @@ def plan_pieces(starts, stops, n_threads, min_rows):
 
 
 @njit(cache=True)
-def partition(X_cols, idx, tmp, starts, stops, feature, bin_, default_left, missing_bin,
+def partition(X_cols, idx, tmp, starts, stops, feature, bin_, default_left, node_missing_bin,
               bits, par, out_nleft):
     """Stable partition of every node range (``partition.partition_nodes``), rows
     split between threads when there are at least ``2 * min_partition_rows`` of them
@@ -137,10 +137,10 @@ def partition(X_cols, idx, tmp, starts, stops, feature, bin_, default_left, miss
     scratch = np.empty(node.shape[0], np.int64)
     if par is not None and ptr.shape[0] > 2:
         _part_par(X_cols, idx, tmp, node, p_start, p_stop, ptr, feature, bin_, default_left,
-                  missing_bin, bits, scratch, out_nleft)
+                  node_missing_bin, bits, scratch, out_nleft)
     else:
         _part_ser(X_cols, idx, tmp, node, p_start, p_stop, ptr, feature, bin_, default_left,
-                  missing_bin, bits, scratch, out_nleft)
+                  node_missing_bin, bits, scratch, out_nleft)
 
 
 @njit(cache=True)
@@ -253,15 +253,17 @@ def build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, packed, id
 
 
 @njit(cache=True)
-def plan_children(starts, stops, nleft, parent_slot, new_slot, child_ok, min_split_rows,
-                  out_slot):
+def plan_children(starts, stops, nleft, child_rows, parent_slot, new_slot, child_ok,
+                  min_split_rows, out_slot):
     """After the partition: which children can split and where their histograms go.
 
-    Child ``2i`` is node i's left part, ``2i + 1`` its right part; a child can split
-    when ``child_ok`` and it has at least ``min_split_rows`` rows.  If either can, the
-    smaller child is filled into ``new_slot[i]`` and the larger takes the parent's
-    slot, to have the smaller subtracted.  Writes ``out_slot (2m,)`` (-1: cannot
-    split) and returns the fills (start, stop, slot) and each child's slot to
+    Child ``2i`` is node i's left part (this shard's rows ``starts[i]:starts[i] +
+    nleft[i]``), ``2i + 1`` its right part; ``child_rows (2m,)`` are their row counts
+    over every shard, which every decision reads (so all shards decide alike).  A
+    child can split when ``child_ok`` and it has at least ``min_split_rows`` rows.  If
+    either can, the smaller child is filled into ``new_slot[i]`` and the larger takes
+    the parent's slot, to have the smaller subtracted.  Writes ``out_slot (2m,)`` (-1:
+    cannot split) and returns the fills (start, stop, slot) and each child's slot to
     subtract (``sub (2m,)``, -1 for none)."""
     m = starts.shape[0]
     b_start = np.empty(m, np.int64)
@@ -271,8 +273,8 @@ def plan_children(starts, stops, nleft, parent_slot, new_slot, child_ok, min_spl
     n_b = 0
     for i in range(m):
         mid = starts[i] + nleft[i]
-        lrows = mid - starts[i]
-        rrows = stops[i] - mid
+        lrows = child_rows[2 * i]
+        rrows = child_rows[2 * i + 1]
         ok_l = child_ok and lrows >= min_split_rows
         ok_r = child_ok and rrows >= min_split_rows
         out_slot[2 * i] = -1
@@ -298,12 +300,13 @@ def plan_children(starts, stops, nleft, parent_slot, new_slot, child_ok, min_spl
 
 
 @njit(cache=True)
-def scan_children(hist, starts, stops, nleft, child_slot, sub, feat_off, n_value_bins, masks,
+def scan_children(hist, child_rows, child_slot, sub, feat_off, n_value_bins, masks,
                   is_cat, cat_cfg, scales, cfg, min_child_samples, par, out_gain,
                   out_feature, out_bin, out_default_left, out_left_sums, out_sums, out_bits):
     """Best split of every child with a slot (``split.find_best_splits``, the larger
-    children subtracting ``sub`` first); the others get gain -inf, feature -1.  In
-    parallel from ``min_parallel_nodes`` children (``par``: see ``thread_plan``)."""
+    children subtracting ``sub`` first; ``child_rows`` their row counts over every
+    shard); the others get gain -inf, feature -1.  In parallel from
+    ``min_parallel_nodes`` children (``par``: see ``thread_plan``)."""
     min_parallel_nodes = thread_plan(par)[3]
     m2 = child_slot.shape[0]
     e_child = np.empty(m2, np.int64)
@@ -325,11 +328,9 @@ def scan_children(hist, starts, stops, nleft, child_slot, sub, feat_off, n_value
     e_mask = np.empty((n_e, masks.shape[1]), np.uint8)
     for j in range(n_e):
         c = e_child[j]
-        i = c // 2
-        mid = starts[i] + nleft[i]
         e_slot[j] = child_slot[c]
         e_sub[j] = sub[c]
-        e_rows[j] = (mid - starts[i]) if c % 2 == 0 else (stops[i] - mid)
+        e_rows[j] = child_rows[c]
         copy_row(e_mask[j], masks[c])
     gain, feat, bb, dl, lsum, sums, bits = split_outputs(n_e, out_bits.shape[1])
     if par is not None and n_e >= min_parallel_nodes:
@@ -353,7 +354,18 @@ def scan_children(hist, starts, stops, nleft, child_slot, sub, feat_off, n_value
 
 
 @njit(cache=True)
-def batch_columns(t, t_bits, batch, missing_bin):
+def local_child_rows(starts, stops, nleft):
+    """(2m,) rows of each node's left and right part on this shard."""
+    m = starts.shape[0]
+    out = np.empty(2 * m, np.int64)
+    for i in range(m):
+        out[2 * i] = nleft[i]
+        out[2 * i + 1] = stops[i] - starts[i] - nleft[i]
+    return out
+
+
+@njit(cache=True)
+def batch_columns(t, t_bits, batch, feature_missing_bin):
     """The split nodes' table fields: (start, stop, feature, bin, default_left, missing
     bin of the feature, slot), each (m,), and their bitsets (m, W)."""
     m = batch.shape[0]
@@ -371,7 +383,7 @@ def batch_columns(t, t_bits, batch, missing_bin):
         feature[i] = t[n, FEATURE]
         bin_[i] = t[n, BIN]
         default_left[i] = t[n, DEFAULT_LEFT]
-        f_missing[i] = missing_bin[feature[i]]
+        f_missing[i] = feature_missing_bin[feature[i]]
         slot[i] = t[n, SLOT]
     bits = np.empty((m, t_bits.shape[1]), np.uint64)
     for i in range(m):
@@ -381,9 +393,10 @@ def batch_columns(t, t_bits, batch, missing_bin):
 
 @njit(cache=True)
 def write_children(t, t_gain, t_sums, t_left_sums, t_bits, batch, first, starts, stops, nleft,
-                   parent_slot, new_slot, child_slot, gain, feature, bin_, default_left,
-                   left_sums, sums, bits, out_expand, out_free):
-    """Rows ``first + 2i`` (left) and ``first + 2i + 1`` of node ``batch[i]``'s children.
+                   child_rows, parent_slot, new_slot, child_slot, gain, feature, bin_,
+                   default_left, left_sums, sums, bits, out_expand, out_free):
+    """Rows ``first + 2i`` (left) and ``first + 2i + 1`` of node ``batch[i]``'s children
+    (``COUNT``: ``child_rows``, their rows over every shard).
 
     A child that cannot split takes its sums from the parent's split (left sums, or
     the node's minus them); one that can gets its scanned split and node sums.  Writes
@@ -399,6 +412,7 @@ def write_children(t, t_gain, t_sums, t_left_sums, t_bits, batch, first, starts,
             cid = first + k
             t[cid, START] = starts[i] if c == 0 else mid
             t[cid, STOP] = mid if c == 0 else stops[i]
+            t[cid, COUNT] = child_rows[k]
             t[cid, DEPTH] = t[n, DEPTH] + 1
             t[cid, PARENT] = n
             t[cid, LEFT] = -1
@@ -432,7 +446,7 @@ def write_children(t, t_gain, t_sums, t_left_sums, t_bits, batch, first, starts,
 
 @njit(cache=True)
 def split_nodes(layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, n_value_bins,
-                missing_bin, gh, packed, idx, tmp, hist, t, t_gain, t_sums, t_left_sums, t_bits, batch,
+                feature_missing_bin, gh, packed, idx, tmp, hist, t, t_gain, t_sums, t_left_sums, t_bits, batch,
                 first, new_slot, scratch_slots, child_ok, min_split_rows, masks, is_cat, cat_cfg,
                 scales, cfg, min_child_samples, par, identity, out_expand, out_free):
     """Split the nodes ``batch`` of the node table (``bonsai.nodes``: ``t`` its int
@@ -463,19 +477,21 @@ def split_nodes(layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, 
         starts = np.full(1, t[0, START], np.int64)
         stops = np.full(1, t[0, STOP], np.int64)
         nleft = stops - starts
+        child_rows = np.array([t[0, COUNT], 0], np.int64)
         child_slot = np.array([t[0, SLOT], -1], np.int64)
         sub = np.full(2, -1, np.int64)
         b_start, b_stop, b_slot = starts, stops, child_slot[:1]
     else:
         starts, stops, feature, bin_, default_left, f_missing, parent_slot, p_bits = \
-            batch_columns(t, t_bits, batch, missing_bin)
+            batch_columns(t, t_bits, batch, feature_missing_bin)
         nleft = np.empty(m, np.int64)
         partition(X_cols, idx, tmp, starts, stops, feature, bin_, default_left, f_missing,
                   p_bits, par, nleft)
+        child_rows = local_child_rows(starts, stops, nleft)   # one shard: local = global
         child_slot = np.empty(2 * m, np.int64)
-        b_start, b_stop, b_slot, sub = plan_children(starts, stops, nleft, parent_slot,
-                                                     new_slot, child_ok, min_split_rows,
-                                                     child_slot)
+        b_start, b_stop, b_slot, sub = plan_children(starts, stops, nleft, child_rows,
+                                                     parent_slot, new_slot, child_ok,
+                                                     min_split_rows, child_slot)
     # one call site per kernel (the root takes the same ones): each is compiled into
     # this function's code once
     if b_start.shape[0] > 0:
@@ -483,7 +499,7 @@ def split_nodes(layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, 
               identity and root, b_start, b_stop, b_slot, scratch_slots, par, hist)
     gain, c_feature, c_bin, c_dl, left_sums, sums, c_bits = split_outputs(child_slot.shape[0],
                                                                           t_bits.shape[1])
-    scan_children(hist, starts, stops, nleft, child_slot, sub, feat_off, n_value_bins, masks,
+    scan_children(hist, child_rows, child_slot, sub, feat_off, n_value_bins, masks,
                   is_cat, cat_cfg, scales, cfg, min_child_samples, par, gain,
                   c_feature, c_bin, c_dl, left_sums, sums, c_bits)
     if root:
@@ -496,5 +512,6 @@ def split_nodes(layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, 
         copy_row(t_bits[0], c_bits[0])
         return 0, 0
     return write_children(t, t_gain, t_sums, t_left_sums, t_bits, batch, first, starts, stops,
-                          nleft, parent_slot, new_slot, child_slot, gain, c_feature, c_bin,
-                          c_dl, left_sums, sums, c_bits, out_expand, out_free)
+                          nleft, child_rows, parent_slot, new_slot, child_slot, gain,
+                          c_feature, c_bin, c_dl, left_sums, sums, c_bits, out_expand,
+                          out_free)
