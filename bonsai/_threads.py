@@ -34,6 +34,7 @@ __all__ = [
     "hardware_thread_count",
     "resolve_n_threads",
     "thread_context",
+    "waiting_on_peers",
 ]
 
 CGROUP_ROOT = "/sys/fs/cgroup"
@@ -283,6 +284,20 @@ def configure_threading_layer() -> str:
             _chosen_layer = "omp" if _omp_available() else "workqueue"
         numba.config.THREADING_LAYER = _chosen_layer
     return numba.config.THREADING_LAYER
+
+
+@contextmanager
+def waiting_on_peers() -> Iterator[None]:
+    """Wrap a wait on other threads or processes (a distributed fit's collective):
+    this thread lets go of the workqueue layer's parallel-region lock while it waits,
+    so a peer fit in the same process can reach the same collective, and takes it
+    back afterwards (nested holds included)."""
+    state = _PARALLEL_LOCK._release_save() if _PARALLEL_LOCK._is_owned() else None
+    try:
+        yield
+    finally:
+        if state is not None:
+            _PARALLEL_LOCK._acquire_restore(state)
 
 
 @contextmanager

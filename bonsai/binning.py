@@ -19,16 +19,6 @@ _kernels = kernels("binning")   # the host CPU's binning kernels
 
 #: rows sampled to build the summaries (as LightGBM's bin_construct_sample_cnt)
 SAMPLE_ROWS = 200_000
-#: a feature block's histogram should stay within this many bytes (L2-resident)
-BLOCK_HIST_BYTES = 256 * 1024
-#: use the sparse-rows layout when rows have at most this fraction of their cells
-#: outside the features' most frequent bins.  Measured (2 threads, one node, root /
-#: 50% / 10% of the rows): 40%-NaN 1M x 28 (fraction 0.60) filled in 25.6 / 12.2 /
-#: 2.6 ms dense against 6.2 / 3.7 / 3.0 ms sparse (a dominant bin makes consecutive
-#: rows add into the same cell, a store-to-load chain); 100k x 2000 0/1 data
-#: (fraction 0.13) 45.7 / 21.1 / 4.3 ms against 5.9 / 3.6 / 0.8 ms; continuous 1M x 28
-#: (fraction 1.0) 6.7 / 3.4 / 1.8 ms dense against 6.7 / 5.0 / 9.3 ms sparse.
-SPARSE_ROW_FRACTION = 0.7
 #: binning kernels run in parallel from this many cells (rows x features); below it
 #: they take a few milliseconds on one thread, and a small first fit compiles no
 #: parallel binning kernel
@@ -45,57 +35,6 @@ def _unit_or(w):
     """``w`` as the kernels' weights: None when every weight is 1 (their unweighted
     path, which gives the same summaries)."""
     return None if w is None or bool(np.all(w == 1.0)) else w
-
-
-class SparseRows(NamedTuple):
-    """The sparse-rows histogram layout: row r lists the global histogram indices
-    (``feat_off[f] + bin``, uint16) of its cells whose bin is not feature f's
-    ``default_bin`` in ``bins[ptr[r]:ptr[r+1]]``; a fill restores the default bins
-    from the node totals."""
-    ptr: np.ndarray          # (n + 1,) uint32
-    bins: np.ndarray         # (nnz,) uint16
-    default_bin: np.ndarray  # (F,) int64
-
-
-def sparse_rows(X_cols, feat_off, max_fraction=None):
-    """A ``SparseRows`` layout of the column-major bins ``X_cols (F, n)`` if rows keep
-    at most ``max_fraction`` of their cells (and every index fits in uint16), else None."""
-    max_fraction = SPARSE_ROW_FRACTION if max_fraction is None else max_fraction
-    n_features, n = X_cols.shape
-    if n == 0 or n_features == 0 or int(feat_off[-1]) > 1 << 16:
-        return None
-    dflt = np.empty(n_features, np.int64)
-    count = np.empty(n_features, np.int64)
-    _pick(_kernels.default_bins, n * n_features)(X_cols, np.diff(feat_off).astype(np.int64),
-                                                 dflt, count)
-    if (n_features * n - int(count.sum())) > max_fraction * n_features * n:
-        return None
-    per_row = np.empty(n, np.uint32)
-    _pick(_kernels.sparse_row_counts, n * n_features)(X_cols, dflt, per_row)
-    nnz = int(per_row.sum(dtype=np.int64))
-    if nnz >= 1 << 32:  # row pointers are uint32 (half the memory of int64)
-        return None
-    ptr = np.empty(n + 1, np.uint32)
-    ptr[0] = 0
-    np.cumsum(per_row, out=ptr[1:])
-    bins = np.empty(nnz, np.uint16)
-    _pick(_kernels.sparse_row_fill, n * n_features)(X_cols, dflt, feat_off, ptr, bins)
-    return SparseRows(ptr, bins, dflt)
-
-
-def block_width(n_features, max_bin):
-    """Features per block of the binned matrix.
-
-    Wide data is stored as a row-major mirror tiled into blocks of features: a thread
-    fills one block's histogram (at most ``BLOCK_HIST_BYTES``, about an L2 cache) for
-    all rows of a node, so its writes stay in cache while its reads stay sequential;
-    with one histogram over all features, every row would scatter its adds over
-    ``F * (max_bin + 2)`` cells, far more than a cache holds when F is large.  Narrow data (up to
-    two blocks' worth) is one block: plain row-major.  The layout never changes
-    results (histogram cells are integer sums), only speed.
-    """
-    w = max(8, min(256, BLOCK_HIST_BYTES // (16 * (max_bin + 2))))
-    return n_features if n_features <= 2 * w else w
 
 
 class QuantileSummary(NamedTuple):
@@ -269,20 +208,6 @@ class BinMapper:
         _pick(kernel, n * n_features)(X, self.thresholds, self.thr_offsets, pad, coarse,
                                       use_table, out)
         return out
-
-    def to_blocked(self, X_cols):
-        """The blocked row-major layout of column-major bins: a ``(n_blocks * n, B)``
-        array where value (r, f) sits at ``[(f // B) * n + r, f % B]``
-        (``B = block_width(F, max_bin)``)."""
-        n_features, n = X_cols.shape
-        width = block_width(n_features, self.max_bin)
-        out = np.empty((-(-n_features // width) * n, width), dtype=X_cols.dtype)
-        _pick(_kernels.columns_to_blocked, n * n_features)(X_cols, out)
-        return out
-
-    def transform(self, X):
-        """Bin codes of ``X`` in the blocked row-major layout (``to_blocked``)."""
-        return self.to_blocked(self.transform_columns(X))
 
     def to_dict(self):
         return {"max_bin": self.max_bin, "thresholds": self.thresholds.tolist(),

@@ -2,13 +2,19 @@
 
     raw = init margins
     per round:  grad/hess <- objective(y, raw)
-                rows <- subsample (seeded, without replacement)
+                rows <- subsample (a hash of seed, round and global row id)
                 per output k:  quantize -> grow one tree -> (renew L1 leaves) -> shrink
                                raw[k] += leaf values over each leaf's row range
                 evaluate -> callbacks (early stopping, logging)
+
+Over several data shards (a ``bonsai.comm.Comm``; one copy of this loop per shard)
+the base score, leaf renewal and metrics are computed from gathered data and the
+grow loop's counts and histograms are summed (``bonsai.comm``), so every shard builds
+the model a one-shard fit builds.
 """
 import numpy as np
 
+from . import comm as _comm_mod
 from ._dtypes import GRAD, IDX
 from ._params import validate_params
 from ._profile import report, stage
@@ -59,20 +65,33 @@ class _EvalSet:
 
 
 def _seed(random_state, it, k):
-    """A 64-bit seed for the stochastic rounding of tree (it, k)."""
-    return int(np.random.default_rng([random_state, it, k, 0x51]).integers(0, 2 ** 63))
+    """A 64-bit seed for the stochastic rounding of tree (it, k) (k = -1: the round's
+    row subsample)."""
+    salt = 0x51 if k >= 0 else 0x5A
+    return int(np.random.default_rng([random_state, it, max(k, 0), salt]).integers(0, 2 ** 63))
 
 
-def _sample_rows(n, subsample, rng):
-    """The round's sorted sample of rows, or None for all of them."""
-    if subsample >= 1.0:
-        return None
-    k = max(1, int(round(subsample * n)))
-    return np.sort(rng.choice(n, size=k, replace=False)).astype(IDX)
+def _sample_rows(backend, p, it, n, row0, comm, out):
+    """The round's rows: (sorted local rows or None for all of them, rows over every
+    shard).  Each row is kept when a hash of (seed, round, global row id) falls below
+    ``subsample`` (``backend.sample_rows``), so the sample does not depend on how the
+    rows are split; a sample empty over every shard takes every row instead."""
+    n_all = _sum_int(comm, n)
+    if p.subsample >= 1.0:
+        return None, n_all
+    k = backend.sample_rows(n, row0, p.subsample, _seed(p.random_state, it, -1), out)
+    k_all = _sum_int(comm, k)
+    if k_all == 0:
+        return None, n_all
+    return out[:k].copy(), k_all
+
+
+def _sum_int(comm, x):
+    return int(comm.allreduce_sum(np.array([x], np.int64))[0])
 
 
 def train(params, train_set, num_boost_round=None, valid_sets=None, valid_names=None,
-          callbacks=None, init_model=None, *, _stepwise=False):
+          callbacks=None, init_model=None, *, _stepwise=False, _comm=None):
     """Train a gradient-boosted tree model.
 
     Parameters
@@ -92,7 +111,12 @@ def train(params, train_set, num_boost_round=None, valid_sets=None, valid_names=
     ``_stepwise=True`` (for ``bonsai.cv``, which trains its folds in lockstep) returns
     instead a generator that runs one boosting round per step and yields the Booster
     after it; the caller runs it inside ``thread_context``.
+
+    ``_comm`` (a ``bonsai.comm.Comm``, for the distributed front ends) trains on the
+    shard ``train_set`` of a data set spread over ``_comm.size`` ranks, each running
+    this call at once; valid sets are shards too.  Every rank returns the same model.
     """
+    comm = _comm_mod.check_comm(_comm)
     p = validate_params(params)
     if num_boost_round is not None:
         p = p.replace(n_estimators=num_boost_round)
@@ -117,7 +141,9 @@ def train(params, train_set, num_boost_round=None, valid_sets=None, valid_names=
     if p.early_stopping_rounds is not None:
         callbacks.append(EarlyStopping(p.early_stopping_rounds))
 
-    booster = _new_booster(p, objective, train_set, y, w, k_out, init_model)
+    if not _comm_mod.is_local(comm):
+        _check_shards(comm, p, train_set)
+    booster = _new_booster(p, objective, train_set, y, w, k_out, init_model, comm)
     raw = _initial_raw(booster, train_set, init_model, k_out, n)
     names = list(valid_names or [f"valid_{i}" for i in range(len(valid_sets or []))])
     if len(names) != len(valid_sets or []):
@@ -127,6 +153,7 @@ def train(params, train_set, num_boost_round=None, valid_sets=None, valid_names=
     with thread_context(n_threads) as used_threads:
         evals = [_EvalSet(nm, ds, train_set, booster.base_score, k_out, init_model)
                  for nm, ds in zip(names, valid_sets or [])]
+        row0, _ = _comm_mod.row_offset(comm, n)
         enc = None
         if p.cat_encoding == "ordered" and train_set.categories is not None:
             if init_model is not None:
@@ -138,12 +165,11 @@ def train(params, train_set, num_boost_round=None, valid_sets=None, valid_names=
                 for ev in evals:
                     enc.add_eval(ev, ev.dataset)
             booster.ctr = enc.model
-            grower = Grower(backend, enc.X_hist, enc.X_cols, enc.bin_mapper, p, used_threads, n)
+            grower = Grower(backend, backend.prepare(enc), p, used_threads, comm)
         else:
-            grower = Grower(backend, train_set.X_hist, train_set.X_cols, train_set.bin_mapper,
-                            p, used_threads, n)
-        rounds = _boost(p, booster, objective, grower, backend, train_set, y, w, raw, evals,
-                        metrics, callbacks, k_out, enc)
+            grower = Grower(backend, backend.prepare(train_set), p, used_threads, comm)
+        rounds = _boost(p, booster, objective, grower, backend, y, w, raw, evals,
+                        metrics, callbacks, k_out, enc, comm, row0)
         if _stepwise:
             return rounds
         while True:   # the model is what the callbacks' before/after_training returned
@@ -176,7 +202,25 @@ def _with_categorical(ds, spec):
                    random_state=ds.random_state, categorical_features=cats)
 
 
-def _new_booster(p, objective, train_set, y, w, k_out, init_model):
+def _check_shards(comm, p, train_set):
+    """Every rank must bin with the same edges and categories, and train with the
+    same parameters: a ValueError naming what differs."""
+    bm = train_set.bin_mapper
+    mine = (bm.to_dict(), None if train_set.categories is None else repr(train_set.categories),
+            train_set.n_features)
+    ranks = comm.allgather(mine)
+    for r, other in enumerate(ranks):
+        if other != mine:
+            raise ValueError(f"train_set on rank {comm.rank} was binned differently from rank "
+                             f"{r} (bin edges, categories or features); build every shard's "
+                             "Dataset with reference= one shared binning")
+    if p.cat_encoding == "ordered" and train_set.categories is not None:
+        raise ValueError("cat_encoding='ordered' trains on one data shard only (its target "
+                         "statistics follow the row order of the whole data); use "
+                         "cat_encoding='native' with several shards")
+
+
+def _new_booster(p, objective, train_set, y, w, k_out, init_model, comm=_comm_mod.LOCAL):
     if init_model is not None:
         booster = init_model.__deepcopy__({})
         if booster.n_outputs != k_out or booster.n_features != train_set.n_features:
@@ -205,9 +249,10 @@ def _new_booster(p, objective, train_set, y, w, k_out, init_model):
         booster.base_score = np.zeros(k_out)
     elif p.base_score is not None:
         booster.base_score = np.full(k_out, float(p.base_score))
-    else:
-        y64 = np.asarray(y, dtype=np.float64)
-        booster.base_score = np.asarray(objective.init_score(y64, w),
+    else:   # from every shard's labels, in rank order (the one-shard computation)
+        y_all, w_all = _comm_mod.gather_concat(comm, (y, w))
+        y64 = np.asarray(y_all, dtype=np.float64)
+        booster.base_score = np.asarray(objective.init_score(y64, w_all),
                                         dtype=np.float64).reshape(k_out)
     return booster
 
@@ -256,10 +301,11 @@ def _initial_raw(booster, train_set, init_model, k_out, n):
                           k_out, n)
 
 
-def _grow_round(p, booster, objective, grower, backend, train_set, y, w, raw, evals,
-                grad, hess, gh, idx_buf, it, k_out, enc):
-    rng = np.random.default_rng([p.random_state, it])
-    rows = _sample_rows(y.shape[0], p.subsample, rng)
+def _grow_round(p, booster, objective, grower, backend, y, w, raw, evals, grad, hess, it,
+                k_out, enc, comm, row0):
+    builder = grower.builder
+    idx_buf = builder.idx_buf
+    rows, n_total = _sample_rows(backend, p, it, y.shape[0], row0, comm, idx_buf)
     n_rows = y.shape[0] if rows is None else rows.shape[0]
     oob = None
     if rows is not None and rows.shape[0] < y.shape[0]:
@@ -270,8 +316,8 @@ def _grow_round(p, booster, objective, grower, backend, train_set, y, w, raw, ev
         with stage("quantize"):
             try:
                 seed = _seed(p.random_state, it, k) if p.quantized_grad else 0  # rounding seed
-                scales = backend.quantize(grad[k], hess[k], n_rows, gh, p.grad_quant_bins,
-                                          seed)
+                scales = backend.quantize(grad[k], hess[k], n_total, builder.gh,
+                                          p.grad_quant_bins, seed, comm, row0)
             except FloatingPointError:
                 raise ValueError(
                     f"gradients became non-finite at iteration {it} (objective="
@@ -284,35 +330,49 @@ def _grow_round(p, booster, objective, grower, backend, train_set, y, w, raw, ev
             backend.fill_range(idx)
         else:
             idx[:] = rows
-        tree, leaves, l0, l1 = grower.grow(gh, scales, idx, np.random.default_rng([p.random_state, it, k]))
+        tree, leaves, l0, l1 = grower.grow(scales, idx, n_total,
+                                           np.random.default_rng([p.random_state, it, k]))
         if p.quantized_grad:
             with stage("renew_leaves"):
                 grower.renew_exact(tree, leaves, l0, l1, grad[k], hess[k], idx)
         if objective.renew_leaf is not None:
             with stage("renew_leaves"):
-                for lf, a, b in zip(leaves, l0, l1):
-                    r = idx[a:b]
-                    tree.value[lf] = objective.renew_leaf(y[r] - raw[k, r], None if w is None else w[r])
+                _renew_leaves(objective, tree, leaves, l0, l1, idx, y, w, raw[k], comm)
         tree.value[:] *= p.learning_rate
         with stage("score_update"):
             backend.add_leaf_values(raw[k], idx, l0, l1, tree.value[leaves])
             if oob is not None:
-                backend.predict_binned_add(grower.X_cols, oob, tree, grower.missing_bin, raw[k])
+                backend.predict_binned_add(builder.X_cols, oob, tree, grower.bm.missing_bin,
+                                           raw[k])
         with stage("eval_predict"):
             for ev in evals:
-                backend.predict_binned_add(ev.X_cols, ev.rows, tree, grower.missing_bin,
+                backend.predict_binned_add(ev.X_cols, ev.rows, tree, grower.bm.missing_bin,
                                            ev.raw[k])
         booster._append(tree if enc is None else enc.to_model(tree), k)
 
 
-def _boost(p, booster, objective, grower, backend, train_set, y, w, raw, evals, metrics,
-           callbacks, k_out, enc=None):
+def _renew_leaves(objective, tree, leaves, l0, l1, idx, y, w, raw_k, comm):
+    """L1 / quantile leaf values re-estimated from the residuals of each leaf's rows
+    (over every shard: gathered and concatenated in rank order)."""
+    parts = []
+    for a, b in zip(l0, l1):
+        r = idx[a:b]
+        parts.append((y[r] - raw_k[r], None if w is None else w[r]))
+    if not _comm_mod.is_local(comm):
+        ranks = comm.allgather(parts)
+        parts = [(np.concatenate([rk[i][0] for rk in ranks]),
+                  None if w is None else np.concatenate([rk[i][1] for rk in ranks]))
+                 for i in range(len(parts))]
+    for lf, (res, wr) in zip(leaves, parts):
+        tree.value[lf] = objective.renew_leaf(res, wr)
+
+
+def _boost(p, booster, objective, grower, backend, y, w, raw, evals, metrics,
+           callbacks, k_out, enc=None, comm=_comm_mod.LOCAL, row0=0):
     """The boosting rounds: a generator yielding the Booster after every round."""
     n = y.shape[0]
     grad = np.empty((k_out, n), GRAD)
     hess = np.empty((k_out, n), GRAD)
-    gh = np.empty((n, 1 if p.quantized_grad else 2), np.int64)
-    idx_buf = np.empty(n, IDX)
     evals_log = {}
     booster.evals_result = evals_log
     for cb in callbacks:
@@ -323,16 +383,15 @@ def _boost(p, booster, objective, grower, backend, train_set, y, w, raw, evals, 
             break
         with stage("gradients"):
             objective.grad_hess(y, raw, w, grad, hess)
-        _grow_round(p, booster, objective, grower, backend, train_set, y, w, raw, evals,
-                    grad, hess, gh, idx_buf, it, k_out, enc)
+        _grow_round(p, booster, objective, grower, backend, y, w, raw, evals, grad, hess, it,
+                    k_out, enc, comm, row0)
         if (enc is not None and it + 1 - start == _combination_round(p)
                 and it + 1 < start + p.n_estimators):
             with stage("ctr"):
                 if enc.combine(booster.trees):   # new CTR features: a grower over them
-                    grower = Grower(backend, enc.X_hist, enc.X_cols, enc.bin_mapper, p,
-                                    grower.n_threads, n)
+                    grower = Grower(backend, backend.prepare(enc), p, grower.n_threads, comm)
         with stage("metrics"):
-            _evaluate(evals, objective, metrics, evals_log)
+            _evaluate(evals, objective, metrics, evals_log, comm)
         stop = False
         for cb in callbacks:  # every callback sees every iteration
             stop = cb.after_iteration(booster, it, evals_log) or stop
@@ -345,9 +404,17 @@ def _boost(p, booster, objective, grower, backend, train_set, y, w, raw, evals, 
     return booster
 
 
-def _evaluate(evals, objective, metrics, evals_log):
+def _evaluate(evals, objective, metrics, evals_log, comm=_comm_mod.LOCAL):
+    """Every metric of every valid set (over every shard: on the gathered labels,
+    margins and weights, in rank order)."""
     for ev in evals:
-        pred = objective.transform(ev.raw)
+        y, raw, w = ev.y, ev.raw, ev.w
+        if not _comm_mod.is_local(comm):
+            ranks = comm.allgather((y, raw, w))
+            y = np.concatenate([r[0] for r in ranks])
+            raw = np.concatenate([r[1] for r in ranks], axis=1)
+            w = None if w is None else np.concatenate([r[2] for r in ranks])
+        pred = objective.transform(raw)
         log = evals_log.setdefault(ev.name, {})
         for m in metrics:
-            log.setdefault(m.name, []).append(float(m.fn(ev.y, pred, ev.w)))
+            log.setdefault(m.name, []).append(float(m.fn(y, pred, w)))

@@ -2,16 +2,16 @@
 
 Validation data is binned with the training bin edges by passing
 ``reference=train_set``; ``Dataset.subset(rows)`` takes rows of a Dataset with its bins
-as they are (cross-validation folds, binned once).  A Dataset holds the column-major bins ``X_cols`` (partition,
-binned prediction) and ``X_hist``, what histograms are filled from: the dense blocked
-row-major matrix ``X_binned``, or a ``SparseRows`` layout for data whose cells mostly
-sit in their feature's most frequent bin (one-hot, bag-of-words, many NaN).
+as they are (cross-validation folds, binned once).  A Dataset holds the column-major
+bins ``X_cols`` (F, n) and the ``BinMapper``; what the histograms are filled from (a
+blocked row-major mirror, or sparse rows) is the backend's choice, built when a fit
+first needs it (``backend.prepare``) and cached on the Dataset.
 """
 import numpy as np
 
 from ._profile import stage
 from ._threads import resolve_n_threads, thread_context
-from .binning import BinMapper, sparse_rows
+from .binning import BinMapper
 from .categorical import CategoryMap, resolve_features
 from .data import check_vector, is_integer, take_rows, to_matrix
 
@@ -110,12 +110,6 @@ class Dataset:
                                           for i in range(len(cm.features))])
             with stage("bin_map"):
                 self.X_cols = self.bin_mapper.transform_columns(X)
-            # the layout histograms are filled from: sparse rows when most cells sit in
-            # their feature's most frequent bin, else the dense blocked row-major copy
-            with stage("bin_layout"):
-                sparse = None if reference is not None else sparse_rows(
-                    self.X_cols, self.bin_mapper.feat_off)
-                self.X_hist = self.bin_mapper.to_blocked(self.X_cols) if sparse is None else sparse
         self.reference = reference
         self.random_state = random_state
         # kept (no copy of numpy input) for continued training and re-binning; with
@@ -149,19 +143,10 @@ class Dataset:
         sub.cat_codes = None if self.cat_codes is None else np.ascontiguousarray(
             self.cat_codes[:, idx])
         sub.X_cols = np.ascontiguousarray(self.X_cols[:, idx])
-        with thread_context(resolve_n_threads(None)):
-            with stage("bin_layout"):
-                sparse = sparse_rows(sub.X_cols, self.bin_mapper.feat_off)
-                sub.X_hist = self.bin_mapper.to_blocked(sub.X_cols) if sparse is None else sparse
         sub.reference = self
         sub.random_state = self.random_state
         sub.data = None if self.data is None else take_rows(self.data, idx)
         return sub
-
-    @property
-    def X_binned(self):
-        """The dense blocked matrix when the histograms use it, else None."""
-        return self.X_hist if isinstance(self.X_hist, np.ndarray) else None
 
     def free_raw_data(self):
         """Drop the reference to the raw matrix (continued training then needs it again)."""

@@ -13,37 +13,38 @@
 * ``oblivious`` splits every node of a level with one shared (feature, bin), chosen by
   the summed gain over the level (CatBoost's symmetric trees).
 
-Backends (cpu now; cuda and dask later) plug in behind the same function names
-(see ``bonsai.backends``); this loop never touches rows itself.
+Backends (cpu now; cuda later) plug in behind the same function names (see
+``bonsai.backends``): the loop holds the backend's per-fit ``TreeBuilder`` and never
+touches rows itself.  Over several data shards the builder sums counts and
+histograms between its stages (``bonsai.comm``), so the loop's decisions, which read
+only the node table and the histograms, are the same on every shard.
 """
 import numpy as np
 
-from ._dtypes import IDX
 from ._profile import stage
-from .backends.cpu.split import NEG_INF, leaf_weights
-from .nodes import (BIN, DEFAULT_LEFT, DEPTH, FEATURE, LEFT, RIGHT, SLOT, START, STOP,
+from .comm import LOCAL
+from .nodes import (BIN, COUNT, DEFAULT_LEFT, DEPTH, FEATURE, LEFT, RIGHT, SLOT, START, STOP,
                     NodeTable)
 from .tree import Tree, cat_bitsets
 
 
-class Grower:
-    """Fit-constant state of the grow loop: the binned data, the bin layout, the
-    histogram pool and scratch buffers, the split constraints and the policy."""
+#: a node without a valid split
+NEG_INF = -np.inf
 
-    def __init__(self, backend, X_hist, X_cols, bin_mapper, params, n_threads, n_sampled_max):
+
+class Grower:
+    """Fit-constant state of the grow loop: the backend's tree builder (binned data,
+    histogram pool, buffers), the bin layout, the split constraints and the policy."""
+
+    def __init__(self, backend, data, params, n_threads, comm=LOCAL):
+        bin_mapper = data.bin_mapper
         self.backend = backend
-        self.X = X_hist
-        self.X_cols = X_cols
-        self.n_rows = X_cols.shape[1]
+        self.data = data
         self.bm = bin_mapper
         self.feat_off = bin_mapper.feat_off
         self.n_value_bins = bin_mapper.n_value_bins
-        self.missing_bin = bin_mapper.missing_bin
         self.n_threads = n_threads
-        self.pool = backend.HistogramPool(int(self.feat_off[-1]),
-                                          capacity=self._pool_capacity(params, n_threads),
-                                          channels=1 if params.quantized_grad else 2)
-        self.tmp = np.empty(n_sampled_max, IDX)
+        self.comm = comm
         p = params
         self.policy = p.grow_policy
         self.max_depth = p.max_depth
@@ -55,13 +56,14 @@ class Grower:
         self._all_features = np.ones((2, self.n_value_bins.shape[0]), np.uint8)
         self._no_features = np.zeros((2, self.n_value_bins.shape[0]), np.uint8)
         self.has_cat = bool(bin_mapper.is_cat.any())
-        # None without categorical features: the kernels then leave their categorical
-        # scans out of the compiled code (``backends.cpu.step``)
-        self.is_cat = bin_mapper.is_cat if self.has_cat else None
         self.cat_cfg = np.array([p.max_cat_to_onehot, p.max_cat_threshold, p.cat_smooth,
                                  p.cat_l2, p.min_data_per_group], np.float64)
         self.nodes = NodeTable(2 * p.max_leaves + 1 if p.max_leaves > 0 else 64,
                                bin_mapper.cat_words)
+        self.builder = backend.tree_builder(data, n_threads, self._pool_capacity(p, n_threads),
+                                            p.quantized_grad, self.cfg, self.cat_cfg,
+                                            self.min_child_samples, comm)
+        self.pool = self.builder.pool
 
     @staticmethod
     def _pool_capacity(p, n_threads):
@@ -102,20 +104,22 @@ class Grower:
         return out
 
     # ---- the grow loop ---------------------------------------------------------
-    def grow(self, gh, scales, idx, rng):
-        """Grow one tree on rows ``idx`` with quantized gradients ``gh``.
+    def grow(self, scales, idx, n_total, rng):
+        """Grow one tree on this shard's rows ``idx`` (``n_total`` over every shard)
+        with the integer gradient cells the builder holds (``scales``).
 
         Returns (tree, leaf_nodes, leaf_start, leaf_stop): leaf ranges index ``idx``,
         which is left partitioned by leaf.  Leaf values are unshrunk optimal weights.
         """
+        self.builder.start_tree(scales, idx)
         nodes = self.nodes
         nodes.reset()
         n_features = self.n_value_bins.shape[0]
         state = {"rng": rng, "level": {},
                  "tree": self._sample(rng, np.arange(n_features), self.colsample[0])}
-        root = nodes.add(0, idx.shape[0], 0, -1)
+        root = nodes.add(0, idx.shape[0], 0, -1, n_total)
         nodes.ints[root, SLOT] = self.pool.alloc()
-        self._evaluate_root(gh, idx, scales, state)
+        self._evaluate_root(state)
         frontier = [root]              # leaves that may still split, in node order
         fgain = [float(nodes.gain[root])]
         n_leaves = 1
@@ -133,7 +137,7 @@ class Grower:
                     if n not in done:
                         self._release(n)
                 frontier, fgain = [], []
-            children = self._split_batch(batch, gh, idx, n_leaves, scales, state)
+            children = self._split_batch(batch, n_leaves, state)
             frontier += children
             fgain += nodes.gain[children].tolist()
             if self.policy == "leafwise" and self.max_leaves > 0:
@@ -203,17 +207,12 @@ class Grower:
         if self.max_depth > 0 and depth >= self.max_depth:
             return []
         slots = nodes.ints[fr, SLOT]
-        rows = nodes.ints[fr, STOP] - nodes.ints[fr, START]
+        rows = nodes.ints[fr, COUNT]
         mask = self._masks([depth], state)[0]
         with stage("splits"):
-            cand = self.backend.find_level_split(self.pool, slots, rows, self.feat_off,
-                                                 self.n_value_bins, mask, scales, self.cfg,
-                                                 self.min_child_samples, self.is_cat)
+            cand = self.builder.level_split(slots, rows, mask)
             if self.has_cat:
-                cat_gain, cat_bits = self.backend.find_level_split_categorical(
-                    self.pool, slots, rows, self.feat_off, self.n_value_bins, mask,
-                    self.is_cat, scales, self.cfg, self.min_child_samples, self.cat_cfg,
-                    nodes.bits.shape[1])
+                cat_gain, cat_bits = self.builder.level_split_categorical(slots, rows, mask)
         flat = int(np.argmax(cand))  # first max: lowest feature, bin, missing-right first
         best = cand.flat[flat]
         cat_f = -1
@@ -227,18 +226,16 @@ class Grower:
         cnt_factor = np.where(sums[:, 1] > 0, rows / np.maximum(sums[:, 1], 1), 0.0)
         if cat_f >= 0:
             f, bb, dl = cat_f, -1, 0
-            lsums = self.backend.bits_sums(self.pool, slots, int(self.feat_off[f]),
-                                           int(self.n_value_bins[f]), cat_bits[f], scales,
-                                           cnt_factor)
+            lsums = self.builder.bits_sums(slots, f, cat_bits[f], cnt_factor)
             nodes.bits[fr] = cat_bits[f]
         else:
             cell, dl = divmod(flat, 2)
             f = int(np.searchsorted(self.feat_off, cell, side="right") - 1)
             off = int(self.feat_off[f])
             bb = cell - off
-            lsums = self.backend.range_sums(self.pool, slots, off, off + bb + 1,
+            lsums = self.builder.range_sums(slots, off, off + bb + 1,
                                             off + int(self.n_value_bins[f]) if dl else -1,
-                                            scales, cnt_factor)
+                                            cnt_factor)
         nodes.ints[fr, FEATURE] = f
         nodes.ints[fr, BIN] = bb
         nodes.ints[fr, DEFAULT_LEFT] = dl
@@ -246,15 +243,10 @@ class Grower:
         nodes.left_sums[fr] = lsums
         return list(frontier)
 
-    def _evaluate_root(self, gh, idx, scales, state):
-        """The root's histogram, sums and best split (``backend.split_nodes`` with an
-        empty batch)."""
+    def _evaluate_root(self, state):
+        """The root's histogram, sums and best split (``builder.evaluate_root``)."""
         masks = self._no_masks(1) if self.policy == "oblivious" else self._masks([0], state)
-        self.backend.split_nodes(
-            self.pool, self.nodes, np.empty(0, np.int64), self.X_cols, self.X, self.feat_off,
-            self.n_value_bins, self.missing_bin, gh, idx, self.tmp, np.empty(0, np.int64),
-            False, 0, masks, scales, self.cfg, self.min_child_samples, self.n_threads,
-            identity=idx.shape[0] == self.n_rows, is_cat=self.is_cat, cat_cfg=self.cat_cfg)
+        self.builder.evaluate_root(self.nodes, masks)
 
     def _no_masks(self, m):
         """(m, F) zero masks: oblivious nodes get only their sums from the split step
@@ -266,7 +258,7 @@ class Grower:
     #: parents per pass on the deepest depth-wise level (see ``_split_batch``)
     LAST_LEVEL_CHUNK = 8
 
-    def _split_batch(self, batch, gh, idx, n_leaves, scales, state):
+    def _split_batch(self, batch, n_leaves, state):
         """Split every node of ``batch`` and find its children's splits; returns the
         children that can still be split, in node order.
 
@@ -280,18 +272,18 @@ class Grower:
         depth = int(self.nodes.ints[batch[0], DEPTH]) + 1
         last = self.policy == "depthwise" and self.max_depth > 0 and depth + 1 >= self.max_depth
         if not last or len(batch) <= self.LAST_LEVEL_CHUNK:
-            return self._split_part(batch, gh, idx, n_leaves, scales, state, depth)
+            return self._split_part(batch, n_leaves, state, depth)
         expandable = []
         for c0 in range(0, len(batch), self.LAST_LEVEL_CHUNK):
-            part = self._split_part(batch[c0:c0 + self.LAST_LEVEL_CHUNK], gh, idx, n_leaves,
-                                    scales, state, depth)
+            part = self._split_part(batch[c0:c0 + self.LAST_LEVEL_CHUNK], n_leaves, state,
+                                    depth)
             for n in part:
                 self._release(n)
             expandable += part
         return expandable
 
-    def _split_part(self, batch, gh, idx, n_leaves, scales, state, depth):
-        """One ``backend.split_nodes`` call: partition ``batch`` (nodes at
+    def _split_part(self, batch, n_leaves, state, depth):
+        """One ``builder.split`` call: partition ``batch`` (nodes at
         ``depth - 1``), fill the smaller children's histograms into fresh slots, keep
         each parent's slot for its larger child (which has the smaller subtracted),
         find the best split of every child that can split, and write the children
@@ -305,12 +297,9 @@ class Grower:
             masks = self._masks([depth] * (2 * m), state)
         self.nodes.reserve(2 * m)
         new_slot = np.array([self.pool.alloc() for _ in range(m)], np.int64)
-        expandable, free = self.backend.split_nodes(
-            self.pool, self.nodes, np.array(batch, np.int64), self.X_cols, self.X,
-            self.feat_off, self.n_value_bins, self.missing_bin, gh, idx, self.tmp, new_slot,
-            child_ok, 0 if self.policy == "oblivious" else 2 * self.min_child_samples, masks,
-            scales, self.cfg, self.min_child_samples, self.n_threads, is_cat=self.is_cat,
-            cat_cfg=self.cat_cfg)
+        expandable, free = self.builder.split(
+            self.nodes, np.array(batch, np.int64), new_slot, child_ok,
+            0 if self.policy == "oblivious" else 2 * self.min_child_samples, masks)
         self.nodes.n += 2 * m
         for s in free:
             self.pool.release(s)
@@ -319,15 +308,15 @@ class Grower:
     def renew_exact(self, tree, leaves, leaf_start, leaf_stop, grad, hess, idx):
         """Quantized mode: recompute every node's value and cover from the exact float
         gradients of its rows (leaves summed in row order, internal nodes as the sum
-        of their children: a fixed order)."""
-        ls = self.backend.leaf_sums(grad, hess, idx, leaf_start, leaf_stop)
+        of their children: a fixed order; over several shards, the shards' leaf sums
+        added in rank order)."""
+        ls = self.backend.leaf_sums(grad, hess, idx, leaf_start, leaf_stop, self.comm)
         sums = np.zeros((tree.n_nodes, 2))
         sums[leaves] = ls
         for i in range(tree.n_nodes - 1, -1, -1):  # children have larger ids than parents
             if tree.left[i] >= 0:
                 sums[i] = sums[tree.left[i]] + sums[tree.right[i]]
-        leaf_weights(sums[:, 0].copy(), sums[:, 1].copy(), self.cfg[0], self.cfg[1],
-                     self.cfg[2], tree.value)
+        self.backend.leaf_weights(sums[:, 0].copy(), sums[:, 1].copy(), self.cfg, tree.value)
         tree.cover[:] = sums[:, 1]
 
     def _finish(self, scales):
@@ -341,9 +330,8 @@ class Grower:
         sums = nodes.sums[:n]
         cover = sums[:, 1] / scales[1]
         value = np.empty(n)
-        leaf_weights(sums[:, 0] / scales[0], cover, self.cfg[0], self.cfg[1], self.cfg[2],
-                     value)
-        count = t[:, STOP] - t[:, START]
+        self.backend.leaf_weights(sums[:, 0] / scales[0], cover, self.cfg, value)
+        count = t[:, COUNT].copy()
         internal = left >= 0
         feature = np.where(internal, t[:, FEATURE], -1).astype(np.int32)
         bin_thr = np.where(internal, t[:, BIN], -1).astype(np.int32)

@@ -5,7 +5,10 @@ and the oblivious level splits, and the backend's split step (``split_nodes``) w
 the children of every node it splits, in compiled code.  Node ids are row numbers;
 children always get larger ids than their parent.
 
-``ints (capacity, N_COLS) int64`` holds the integer fields (column constants below),
+``ints (capacity, N_COLS) int64`` holds the integer fields (column constants below):
+``START:STOP`` is the node's range of this shard's sample indices, ``COUNT`` its row
+count over every shard (the one the split decisions and the tree use; with one
+shard, ``STOP - START``),
 ``gain (capacity,) float64`` the best split's gain (-inf: no valid split),
 ``sums`` and ``left_sums (capacity, 3) int64`` the node's and its best split's left
 (grad, hess, count) sums in the histogram's fixed point, and ``bits (capacity, W)
@@ -13,10 +16,10 @@ uint64`` a categorical split's left categories (its ``BIN`` is -1; bit b: bin b)
 """
 import numpy as np
 
-START, STOP, DEPTH, PARENT, LEFT, RIGHT, SLOT, FEATURE, BIN, DEFAULT_LEFT = range(10)
-N_COLS = 10
-#: a fresh row: no children, no histogram slot, no split
-_BLANK = np.array([0, 0, 0, -1, -1, -1, -1, -1, -1, 0], np.int64)
+START, STOP, DEPTH, PARENT, LEFT, RIGHT, SLOT, FEATURE, BIN, DEFAULT_LEFT, COUNT = range(11)
+N_COLS = 11
+#: a fresh row: no children, no histogram slot, no split, no rows
+_BLANK = np.array([0, 0, 0, -1, -1, -1, -1, -1, -1, 0, 0], np.int64)
 
 
 class NodeTable:
@@ -51,8 +54,8 @@ class NodeTable:
             a[:self.n] = getattr(self, name)[:self.n]
             setattr(self, name, a)
 
-    def add(self, start, stop, depth, parent):
-        """A new row (the root); returns its id."""
+    def add(self, start, stop, depth, parent, count):
+        """A new row (the root) of ``count`` rows over every shard; returns its id."""
         self.reserve(1)
         i = self.n
         self.ints[i] = _BLANK
@@ -60,6 +63,7 @@ class NodeTable:
         self.ints[i, STOP] = stop
         self.ints[i, DEPTH] = depth
         self.ints[i, PARENT] = parent
+        self.ints[i, COUNT] = count
         self.gain[i] = -np.inf
         self.sums[i] = 0
         self.left_sums[i] = 0

@@ -31,7 +31,7 @@ training goes on with them.
 import numpy as np
 
 from . import _ctr
-from .binning import BinMapper, sparse_rows
+from .binning import BinMapper
 
 
 def targets(y, objective, k_out):
@@ -174,7 +174,7 @@ def _mapper(parts, max_bin):
 
 class OrderedEncoding:
     """Training-time state of ``cat_encoding="ordered"``: the grower's binned data
-    (``X_cols``, ``X_hist``, ``bin_mapper``), its feature map ``fmap`` and the
+    (``X_cols``, ``bin_mapper``: what ``backend.prepare`` reads), its feature map ``fmap`` and the
     ``model`` (``CtrModel``) predictions use."""
 
     def __init__(self, train_set, y, objective, k_out, p):
@@ -244,8 +244,6 @@ class OrderedEncoding:
         self.X_cols = new_cols if self.X_cols is None else np.ascontiguousarray(
             np.vstack([self.X_cols, new_cols]))
         self.bin_mapper = _mapper(self.parts, self.max_bin)
-        sparse = sparse_rows(self.X_cols, self.bin_mapper.feat_off)
-        self.X_hist = self.bin_mapper.to_blocked(self.X_cols) if sparse is None else sparse
         for ev, ds in self.evals:
             ev.X_cols = np.ascontiguousarray(np.vstack(
                 [ev.X_cols, bm.transform_columns(self._eval_columns(ds, groups))]))

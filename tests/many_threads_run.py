@@ -9,7 +9,7 @@ on that many threads).  The test compares the digests across thread counts.
 Kinds of data: numeric (heavy-tailed regression with NaN and weights over several
 orders of magnitude, row and column sampling), native categorical (pandas category
 columns), ``cat_encoding="ordered"``, ``quantized_grad=True``, sparse rows (one-hot
-like columns, which ``Dataset`` lays out as ``SparseRows``) and multiclass.
+like columns, which the CPU backend lays out as ``SparseRows``) and multiclass.
 
 Run by hand: ``NUMBA_NUM_THREADS=8 PYTHONPATH=.:tests python tests/many_threads_run.py``.
 """
@@ -24,7 +24,7 @@ import pandas as pd
 
 import bonsai
 import work_split
-from bonsai.binning import SparseRows
+from bonsai.backends.cpu.layout import SparseRows, prepare
 
 THREADS = (1, 3, 8)
 N_ROWS = 1500
@@ -135,8 +135,9 @@ def main():
     out = {"numba_num_threads": numba.config.NUMBA_NUM_THREADS, "results": {}}
     for kind, (X, y, w, X_pred, params) in _cases().items():
         ds = bonsai.Dataset(X, label=y, weight=w)
-        if (kind == "sparse_rows") != isinstance(ds.X_hist, SparseRows):
-            raise AssertionError(f"{kind}: Dataset laid out {type(ds.X_hist).__name__}")
+        X_hist = prepare(ds).X_hist
+        if (kind == "sparse_rows") != isinstance(X_hist, SparseRows):
+            raise AssertionError(f"{kind}: Dataset laid out {type(X_hist).__name__}")
         for policy, grow in GROWERS.items():
             p = dict(params, grow_policy=policy, learning_rate=0.3, min_child_samples=5, **grow)
             out["results"][f"{kind}/{policy}"] = {

@@ -49,7 +49,7 @@ step.partition(X_cols, idx, np.empty(n, np.uint32), one(0), one(n), one(1), one(
 # scan the two children: no categorical feature, one thread
 m2 = 2
 outs = step.split_outputs(m2, 1)
-step.scan_children(hist, one(0), one(n), nleft, np.array([0, -1], np.int64),
+step.scan_children(hist, step.local_child_rows(one(0), one(n), nleft), np.array([0, -1], np.int64),
                    np.full(m2, -1, np.int64), feat_off, n_value_bins,
                    np.ones((m2, F), np.uint8), None, np.zeros(5),
                    np.array([1.0, 1.0, 20.0, 0.0, 1.0, 1.0]), np.array([1.0, 0, 0, 0, 0]),
@@ -94,7 +94,7 @@ def test_small_numeric_fits_take_the_lean_paths():
     assert cpu._packed(np.zeros((5, 1), np.int64)) is True
     X = np.random.default_rng(0).normal(size=(300, 4))
     ds = bonsai.Dataset(X, label=(X[:, 0] > 0).astype(float))
-    assert cpu._layout(ds.X_hist, ds.bin_mapper.feat_off, 2)[2:] == (None, None, None)
+    assert cpu.hist_layout(cpu.prepare(ds).X_hist, ds.bin_mapper.feat_off, 2)[2:] == (None, None, None)
     assert cpu._cat_args(4, np.zeros(4, np.uint8), None)[0] is None
     assert not cpu.parallel_predict(2000, 5)        # 10k rows x trees: serial
     assert cpu.parallel_predict(2000, 200)

@@ -7,6 +7,7 @@ import bonsai
 from bonsai._threads import thread_context
 from bonsai.backends import cpu
 from bonsai.backends.cpu import binning as kbin
+from bonsai.backends.cpu.layout import to_blocked
 from bonsai.binning import BinMapper, QuantileSummary, summarize
 from bonsai.tree import concat, concat_oblivious
 from reference.naive import (gh_parts, ghc_to_hist, hist_to_ghc, naive_best_split,
@@ -74,7 +75,7 @@ def test_map_to_bins_handcrafted():
             for max_bin, out_dtype in ((255, np.uint8), (1000, np.uint16)):
                 bm = BinMapper(thr, offsets, max_bin)
                 with thread_context(2):
-                    out = bm.transform(X)
+                    out = to_blocked(bm.transform_columns(X), bm.max_bin)
                 assert out.dtype == out_dtype and out.flags.c_contiguous
                 np.testing.assert_array_equal(out[:, 0], exp0)
                 np.testing.assert_array_equal(out[:, 1], exp1)
@@ -85,7 +86,7 @@ def test_map_to_bins_handcrafted():
     bm = BinMapper(np.array([-1.0, 0.0, 0.5, 2.0]), np.array([0, 4, 4], np.int64), 255)
     for order in ("C", "F"):
         with thread_context(2):
-            out = bm.transform(np.asarray(Xb, order=order))
+            out = to_blocked(bm.transform_columns(np.asarray(Xb, order=order)), bm.max_bin)
         ref0 = np.where(np.isnan(Xb[:, 0]), 5,
                         np.searchsorted([-1.0, 0.0, 0.5, 2.0], Xb[:, 0], side="left"))
         np.testing.assert_array_equal(out[:, 0], ref0)
@@ -107,7 +108,7 @@ def test_binmapper_special_values_and_constant_feature():
     np.testing.assert_array_equal(bm.feature_thresholds(2), [0.5, 1.5, 2.5, 3.5])
     assert bm.feature_thresholds(0).size <= 15
     assert np.all(np.diff(bm.feature_thresholds(0)) > 0)
-    B = bm.transform(X)
+    B = to_blocked(bm.transform_columns(X), bm.max_bin)
     assert B.dtype == np.uint8 and B.flags.c_contiguous
     assert np.all(B[::7, 0] == bm.missing_bin[0])
     assert np.all(B[::11, 1] == 1)
@@ -119,12 +120,12 @@ def test_binmapper_special_values_and_constant_feature():
     np.testing.assert_array_equal(B[fin, 0], np.searchsorted(t0, X[fin, 0], side="left"))
     # infinities on unseen data: +inf -> last value bin, -inf -> bin 0
     Z = np.array([[np.inf, np.inf, np.inf], [-np.inf, -np.inf, -np.inf]])
-    Bz = bm.transform(Z)
+    Bz = to_blocked(bm.transform_columns(Z), bm.max_bin)
     np.testing.assert_array_equal(Bz[0], bm.n_value_bins - 1)
     np.testing.assert_array_equal(Bz[1], [0, 0, 0])
     # uint16 codes above 255 bins
     bm16 = BinMapper.fit(rng.normal(size=(3000, 1)), max_bin=1000)
-    assert bm16.transform(np.zeros((1, 1))).dtype == np.uint16
+    assert bm16.transform_columns(np.zeros((1, 1))).dtype == np.uint16
     assert bm16.n_value_bins[0] > 256
 
 
@@ -391,7 +392,7 @@ def test_find_best_splits_known_best():
     high = ~(X[:, 1] <= 0.3)                      # NaN counts as high
     y = np.where(high, 10.0, 0.0) + 0.1 * rng.normal(size=n)
     bm = BinMapper.fit(X, 63)
-    B = bm.transform(X)
+    B = to_blocked(bm.transform_columns(X), bm.max_bin)
     gh, scales, gq, hq = _quantized(rng, n, 0.0 - y, np.ones(n))  # squared error at raw 0
     H = naive_histogram(B, bm.feat_off, gq, hq, range(n))
     gain, feat, bin_, dl = _check_against_naive([H], bm.feat_off, bm.n_value_bins,

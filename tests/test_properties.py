@@ -17,6 +17,7 @@ from hypothesis.extra import numpy as hnp
 import bonsai
 from bonsai._threads import thread_context
 from bonsai.backends import cpu
+from bonsai.backends.cpu.layout import to_blocked
 from bonsai.binning import BinMapper
 from reference.naive import gh_parts, hist_to_ghc, naive_histogram
 
@@ -84,7 +85,7 @@ def test_binning_keeps_the_threshold_convention(train, new, max_bin):
     bm = BinMapper.fit(train, max_bin=max_bin)
     Z = np.repeat(new[:, None], train.shape[1], axis=1)
     for X in (train, Z):
-        B = bm.transform(X)
+        B = to_blocked(bm.transform_columns(X), bm.max_bin)
         assert B.dtype == (np.uint8 if max_bin <= 255 else np.uint16)
         for f in range(X.shape[1]):
             thr = bm.feature_thresholds(f)
@@ -98,7 +99,7 @@ def test_binning_keeps_the_threshold_convention(train, new, max_bin):
         for f in range(train.shape[1]):
             u = np.unique(train[~np.isnan(train[:, f]), f])
             if 0 < u.size <= max_bin:
-                assert np.unique(bm.transform(train)[~np.isnan(train[:, f]), f]).size == u.size
+                assert np.unique(to_blocked(bm.transform_columns(train), bm.max_bin)[~np.isnan(train[:, f]), f]).size == u.size
 
 
 @st.composite

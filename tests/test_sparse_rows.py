@@ -5,9 +5,10 @@ import numpy as np
 import pytest
 
 import bonsai
-from bonsai import binning
 from bonsai.backends import cpu
-from bonsai.binning import BinMapper, SparseRows, sparse_rows
+from bonsai.backends.cpu import layout
+from bonsai.backends.cpu.layout import CpuData, SparseRows, sparse_rows, to_blocked
+from bonsai.binning import BinMapper
 
 
 def _onehot_like(n=3000, f=60, seed=0):
@@ -39,7 +40,9 @@ def test_layout_lists_exactly_the_non_default_cells():
 def test_dense_data_keeps_the_dense_layout():
     rng = np.random.default_rng(0)
     ds = bonsai.Dataset(rng.normal(size=(2000, 10)), rng.normal(size=2000))
-    assert isinstance(ds.X_hist, np.ndarray) and ds.X_binned is ds.X_hist
+    data = cpu.prepare(ds)
+    assert isinstance(data.X_hist, np.ndarray) and data.X_cols is ds.X_cols
+    assert cpu.prepare(ds) is data          # built once, cached on the Dataset
 
 
 @pytest.mark.parametrize("channels", [2, 1])
@@ -48,7 +51,7 @@ def test_sparse_histograms_equal_dense(monkeypatch, channels, n_threads):
     monkeypatch.setattr(cpu, "MIN_ROWS_PER_THREAD", 16)
     X, _ = _onehot_like()
     bm = BinMapper.fit(X, 255)
-    dense = bm.transform(X)
+    dense = to_blocked(bm.transform_columns(X), bm.max_bin)
     sp = sparse_rows(bm.transform_columns(X), bm.feat_off)
     assert sp is not None
     rng = np.random.default_rng(1)
@@ -81,8 +84,10 @@ def test_sparse_histograms_equal_dense(monkeypatch, channels, n_threads):
 
 
 def _dense_dataset(X, y):
+    """A Dataset whose prepared CPU layout is the dense blocked mirror."""
     ds = bonsai.Dataset(X, y)
-    ds.X_hist = ds.bin_mapper.transform(X)
+    ds._backend_data = {"cpu": CpuData(ds.X_cols, to_blocked(ds.X_cols, ds.max_bin),
+                                       ds.bin_mapper)}
     return ds
 
 
@@ -95,7 +100,7 @@ def test_models_identical_to_dense_layout_and_across_threads(policy, quantized, 
     checks every 2-thread fit)."""
     X, y = _onehot_like()
     ds = bonsai.Dataset(X, y)
-    assert isinstance(ds.X_hist, SparseRows) and ds.X_binned is None
+    assert isinstance(cpu.prepare(ds).X_hist, SparseRows)
     params = dict(objective="binary", max_depth=5, grow_policy=policy, subsample=0.8,
                   colsample_bynode=0.8, quantized_grad=quantized, random_state=3)
     models = []
@@ -109,10 +114,13 @@ def test_models_identical_to_dense_layout_and_across_threads(policy, quantized, 
 
 def test_threshold_chooses_layout(monkeypatch):
     X, y = _onehot_like(n=800)
-    monkeypatch.setattr(binning, "SPARSE_ROW_FRACTION", 0.0)
-    assert isinstance(bonsai.Dataset(X, y).X_hist, np.ndarray)
-    monkeypatch.setattr(binning, "SPARSE_ROW_FRACTION", 1.0)
-    assert isinstance(bonsai.Dataset(X, y).X_hist, SparseRows)
-    # validation data (reference=) is never laid out for histograms
+    monkeypatch.setattr(layout, "SPARSE_ROW_FRACTION", 0.0)
+    assert isinstance(cpu.prepare(bonsai.Dataset(X, y)).X_hist, np.ndarray)
+    monkeypatch.setattr(layout, "SPARSE_ROW_FRACTION", 1.0)
+    assert isinstance(cpu.prepare(bonsai.Dataset(X, y)).X_hist, SparseRows)
+    # validation data is never laid out for histograms
     train = bonsai.Dataset(X, y)
-    assert isinstance(bonsai.Dataset(X, y, reference=train).X_hist, np.ndarray)
+    valid = bonsai.Dataset(X, y, reference=train)
+    bonsai.train({"n_estimators": 2, "n_threads": 1}, train, valid_sets=[valid])
+    assert getattr(valid, "_backend_data", None) is None
+    assert isinstance(train._backend_data["cpu"].X_hist, SparseRows)

@@ -61,7 +61,8 @@ def test_profiled_steps_grow_the_same_trees(monkeypatch, extra, sparse):
     monkeypatch.setattr(cpu, "MIN_ROWS_PER_THREAD", 256)       # cut nodes between threads
     monkeypatch.setattr(cpu, "MIN_PARTITION_ROWS_PER_THREAD", 256)
     X, y = _data(sparse=sparse)
-    assert (bonsai.Dataset(X, label=y).X_binned is None) == sparse   # the layout under test
+    is_sparse = isinstance(cpu.prepare(bonsai.Dataset(X, label=y)).X_hist, cpu.SparseRows)
+    assert is_sparse == sparse   # the layout under test
     params = dict(objective="binary", n_threads=2, min_child_samples=5, **extra)
     models = []
     for enabled in (False, True):

@@ -7,7 +7,8 @@ import pytest
 
 import bonsai
 from bonsai.backends import cpu
-from bonsai.binning import BinMapper, block_width
+from bonsai.backends.cpu.layout import block_width, to_blocked
+from bonsai.binning import BinMapper
 
 
 def _wide(n=3000, f=300, seed=0):
@@ -23,7 +24,7 @@ def test_blocked_layout_matches_per_feature_binning():
     bm = BinMapper.fit(X, 255)
     w = block_width(X.shape[1], 255)
     assert w < X.shape[1]
-    B = bm.transform(X)
+    B = to_blocked(bm.transform_columns(X), bm.max_bin)
     n_blocks = -(-X.shape[1] // w)
     assert B.shape == (n_blocks * X.shape[0], w)
     for f in (0, w - 1, w, 2 * w + 3, X.shape[1] - 1):
@@ -48,7 +49,7 @@ def test_block_plan_histograms_equal_row_major(monkeypatch, n_threads):
     monkeypatch.setattr(cpu, "MIN_ROWS_PER_THREAD", 16)
     X, _ = _wide(n=2000)
     bm = BinMapper.fit(X, 255)
-    B = bm.transform(X)
+    B = to_blocked(bm.transform_columns(X), bm.max_bin)
     R = _unblock(B, X.shape[0], X.shape[1])          # one block: plain row-major
     rng = np.random.default_rng(1)
     gh = np.stack([rng.integers(-2**30, 2**30, X.shape[0]),
@@ -93,4 +94,4 @@ def test_wide_training_deterministic_and_consistent(policy):
 def test_column_copy_matches_blocked():
     X, _ = _wide(n=700)
     ds = bonsai.Dataset(X)
-    np.testing.assert_array_equal(ds.X_cols.T, _unblock(ds.X_binned, X.shape[0], X.shape[1]))
+    np.testing.assert_array_equal(ds.X_cols.T, _unblock(cpu.prepare(ds).X_hist, X.shape[0], X.shape[1]))

@@ -117,15 +117,15 @@ class WorkLog:
             out = self._split_nodes(*args)
         else:
             starts, stops, _, _, _, _, parent_slot, _ = _step.batch_columns(
-                t, a["t_bits"], batch, a["missing_bin"])
+                t, a["t_bits"], batch, a["feature_missing_bin"])
             rec["partition"] = _plan_threads(starts, stops, n_threads, min_partition_rows)
             out = self._split_nodes(*args)
             left = a["first"] + 2 * np.arange(batch.shape[0])
             nleft = t[left, STOP] - t[left, START]
             child_slot = np.empty(2 * batch.shape[0], np.int64)
             fill_start, fill_stop, _, _ = _step.plan_children(
-                starts, stops, nleft, parent_slot, a["new_slot"], a["child_ok"],
-                a["min_split_rows"], child_slot)
+                starts, stops, nleft, _step.local_child_rows(starts, stops, nleft), parent_slot,
+                a["new_slot"], a["child_ok"], a["min_split_rows"], child_slot)
             scan_nodes = int((child_slot >= 0).sum())
         hist = _plan_threads(fill_start, fill_stop, n_threads, min_rows)
         if a["layout"] == _step.DENSE_BLOCKS:  # threads take feature blocks, not rows

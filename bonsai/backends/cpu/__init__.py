@@ -1,18 +1,25 @@
-"""The CPU backend: the narrow protocol the grow loop calls, over numba kernels.
+"""The CPU backend: the protocol the boosting and grow loops call (``bonsai.backends``),
+over numba kernels.
 
-Functions here allocate outputs and call the kernels in ``step`` (the split step and
-its work plans), ``histogram``, ``split``, ``partition`` and ``predict``.  Work is
-split by rows into ``n_threads`` equal pieces over the concatenated node ranges, so
-every thread gets the same number of rows whatever the node sizes; because histogram
-cells are integers, the result does not depend on that split.  The thresholds below
-are read at every call (tests lower them to force work splitting).
+* data: ``prepare`` (the histogram layout, ``layout``) and ``tree_builder`` (the
+  per-fit buffers and split step, ``builder.TreeBuilder``);
+* per tree: ``quantize``, ``sample_rows``, ``fill_range``, ``leaf_sums``,
+  ``leaf_weights``, ``add_leaf_values``, ``predict_binned_add``;
+* prediction: ``predict_raw``, ``predict_oblivious``, ``predict_leaf``.
+
+The single-step functions further down (``build_histograms``, ``find_best_splits``,
+``partition_nodes``, ...) run one kernel of the split step on its own (the tests
+check the kernels through them).  Work is split by rows into ``n_threads`` equal
+pieces over the concatenated node ranges, so every thread gets the same number of
+rows whatever the node sizes; because histogram cells are integers, the result does
+not depend on that split.  The thresholds below are read at every fit (tests lower
+them to force work splitting).
 """
 import numba
 import numpy as np
 
-from ... import _profile
-from ..._dtypes import FIXED_POINT_BITS, HIST, N_HIST_CHANNELS, count_bits, fixed_point_scale
-from ...nodes import BIN, DEFAULT_LEFT, FEATURE, SLOT, START, STOP
+from ..._dtypes import FIXED_POINT_BITS, count_bits, fixed_point_scale
+from ...comm import LOCAL
 from . import histogram as _hist
 from . import partition as _part
 from . import predict as _pred
@@ -21,8 +28,13 @@ from . import split as _split
 from . import split_cat as _split_cat
 from . import split_level as _split_level
 from . import step as _step
+from .builder import HistogramPool, TreeBuilder, _packed
+from .layout import CpuData, SparseRows, hist_layout, prepare
 
-NAME = "cpu"
+__all__ = ["CpuData", "HistogramPool", "SparseRows", "TreeBuilder", "add_leaf_values",
+           "fill_range", "leaf_sums", "leaf_weights", "predict_binned_add", "predict_leaf",
+           "predict_oblivious", "predict_raw", "prepare", "quantize", "sample_rows",
+           "tree_builder"]
 #: below this many rows per thread a level runs on one thread: a parallel region
 #: costs tens of microseconds, about what one thread needs for ~4k rows x 28 features.
 MIN_ROWS_PER_THREAD = 4096
@@ -39,40 +51,6 @@ MIN_PARALLEL_SPLIT_NODES = 4
 MIN_PARALLEL_BINS = 1 << 16
 #: ``max_abs`` takes chunks of ``MAX_ABS_CHUNK`` rows: in parallel from two chunks
 MIN_PARALLEL_MAX_ABS_ROWS = 2 * _hist.MAX_ABS_CHUNK
-
-
-class HistogramPool:
-    """Histogram slots ``(capacity, n_bins_total, 2)`` int64 with a free list.
-
-    The pool lives for a whole fit, so histograms are allocated once, not per node.
-    """
-
-    def __init__(self, n_bins_total, capacity=8, channels=N_HIST_CHANNELS):
-        self.n_bins_total = int(n_bins_total)
-        self.channels = int(channels)
-        self.hist = np.zeros((capacity, self.n_bins_total, self.channels), dtype=HIST)
-        self.free = list(range(capacity - 1, -1, -1))
-        self.reserved = np.zeros(0, np.int64)
-
-    def alloc(self):
-        if not self.free:
-            old = self.hist
-            cap = old.shape[0]
-            self.hist = np.zeros((2 * cap, self.n_bins_total, self.channels), dtype=HIST)
-            self.hist[:cap] = old
-            self.free = list(range(2 * cap - 1, cap - 1, -1))
-        return self.free.pop()
-
-    def release(self, slot):
-        self.free.append(int(slot))
-
-    def scratch(self, n):
-        """``n`` slots reserved for the whole fit (``reserved``): where the thread pieces
-        of a node cut between threads are filled before they are added up."""
-        if self.reserved.shape[0] < n:
-            extra = [self.alloc() for _ in range(n - self.reserved.shape[0])]
-            self.reserved = np.concatenate([self.reserved, np.array(extra, np.int64)])
-        return self.reserved[:n]
 
 
 def thread_plan(n_rows, n_bins_total, n_threads):
@@ -94,8 +72,18 @@ def plan_pieces(starts, stops, n_threads, min_rows=None):
                              MIN_ROWS_PER_THREAD if min_rows is None else min_rows)
 
 
-def quantize(grad, hess, n_rows, out, quant_bins=0, seed=0):
-    """Integer (grad, hess) cells of one output, for ``n_rows`` sampled rows.
+def tree_builder(data, n_threads, pool_capacity, quantized, settings, cat, min_child_samples,
+                 comm=LOCAL):
+    """The per-fit ``TreeBuilder`` of ``data`` (``prepare``), with the thread plan of
+    its size read now."""
+    par = thread_plan(data.n_rows, int(data.bin_mapper.feat_off[-1]), n_threads)
+    return TreeBuilder(data, n_threads, par, pool_capacity, quantized, settings, cat,
+                       min_child_samples, comm)
+
+
+def quantize(grad, hess, n_rows, out, quant_bins=0, seed=0, comm=LOCAL, row0=0):
+    """Integer (grad, hess) cells of one output, for ``n_rows`` sampled rows (over
+    every shard of ``comm``; this shard's rows are the global rows ``row0..``).
 
     ``out (n, 2)``: exact fixed point, (grad, hess * 2**count_bits + count).
     ``out (n, 1)``: quantized mode, grad and hess stochastically rounded to at most
@@ -105,53 +93,31 @@ def quantize(grad, hess, n_rows, out, quant_bins=0, seed=0):
     Returns ``scales = [grad scale, hess scale, count_bits, packed, 1 / grad scale,
     1 / hess scale]`` (float64), which every split kernel takes to turn cells back
     into sums (exact-mode scales are powers of two: their reciprocals are exact).
+    The largest |grad| and |hess| are taken over every shard, so all shards share
+    one scale.
     """
     m = np.zeros(2)
     if grad.size:
         _pick(_hist.max_abs, _parallel_rows(grad.shape[0], MIN_PARALLEL_MAX_ABS_ROWS))(grad, hess, m)
-    max_g, max_h = float(m[0]), float(m[1])
+    max_g, max_h = comm.allreduce_max(float(m[0])), comm.allreduce_max(float(m[1]))
     if not (np.isfinite(max_g) and np.isfinite(max_h)):
         raise FloatingPointError("non-finite gradient or hessian")
     if out.shape[1] == 1:
-        if hess.size and float(np.min(hess)) < 0.0:
+        neg = float(-np.min(hess)) if hess.size else 0.0
+        if comm.allreduce_max(neg) > 0.0:
             raise ValueError("quantized_grad needs non-negative hessians; the objective "
                              "returned a negative one")
         q = float(max(1, min(quant_bins, (2 ** 31 - 1) // max(n_rows, 1) - 1)))
         sg = q / max_g if max_g > 0 else 1.0
         sh = q / max_h if max_h > 0 else 1.0
         _pick(_hist.quantize_packed, _parallel_rows(grad.shape[0]))(
-            grad, hess, sg, sh, np.uint64(seed), out)
+            grad, hess, sg, sh, np.uint64(seed), np.int64(row0), out)
         return np.array([sg, sh, 0.0, 1.0, 1.0 / sg, 1.0 / sh])
     cb = count_bits(n_rows)
     sg = fixed_point_scale(max_g, n_rows)
     sh = fixed_point_scale(max_h, n_rows, FIXED_POINT_BITS - cb)
     _pick(_hist.quantize_gradients, _parallel_rows(grad.shape[0]))(grad, hess, sg, sh, cb, out)
     return np.array([sg, sh, float(cb), 0.0, 1.0 / sg, 1.0 / sh])
-
-
-def _layout(X_hist, feat_off, n_threads):
-    """(layout, dense matrix, sparse ptr, bins, default bin) for ``step.build``; the
-    layout not in use gets None (its kernels are then not compiled).
-
-    Dense narrow data (few feature blocks) splits rows into one piece per thread;
-    dense wide data (at least two feature blocks per thread) splits the feature
-    blocks between threads instead, so one block's histogram stays in cache; the
-    sparse-rows layout always splits rows.
-
-    Why row-wise and not a feature-parallel (column-major) fill for narrow data,
-    measured on 1M x 28 uint8 bins, 2 threads (medians of 5): one node holding
-    100% / 50% / 20% / 5% / 1% of the rows took 16.2 / 8.6 / 4.2 / 1.5 / 0.5 ms
-    row-wise against 19.5 / 10.3 / 4.7 / 2.2 / 2.6 ms feature-parallel (gradients
-    gathered once, then one column per thread); a level of 64 nodes holding 25% of
-    the rows took 2.4 ms row-wise against 3.2 ms.  Row-wise wins at every density,
-    so the choice per level is only between row pieces (narrow) and feature blocks
-    (wide, where one node's histogram no longer fits in L2).
-    """
-    if not isinstance(X_hist, np.ndarray):
-        return (_step.DENSE_ROWS, None, X_hist.ptr, X_hist.bins, X_hist.default_bin)
-    n_blocks = -(-(feat_off.shape[0] - 1) // X_hist.shape[1])
-    layout = _step.DENSE_BLOCKS if n_blocks >= 2 * n_threads else _step.DENSE_ROWS
-    return layout, X_hist, None, None, None
 
 
 def build_histograms(pool, X_binned, feat_off, gh, idx, starts, stops, slots, n_threads,
@@ -164,7 +130,7 @@ def build_histograms(pool, X_binned, feat_off, gh, idx, starts, stops, slots, n_
     its cells outside the features' default bins, which are restored afterwards from
     the node totals).  How the work is cut: ``_layout`` and ``step.build``.
     """
-    layout, X_dense, sp_ptr, sp_bins, sp_default = _layout(X_binned, feat_off, n_threads)
+    layout, X_dense, sp_ptr, sp_bins, sp_default = hist_layout(X_binned, feat_off, n_threads)
     par = thread_plan(idx.shape[0], int(feat_off[-1]), n_threads)
     _step.build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, _packed(gh), idx,
                 identity, starts, stops, slots, pool.scratch(max(n_threads - 1, 1)), par,
@@ -173,12 +139,6 @@ def build_histograms(pool, X_binned, feat_off, gh, idx, starts, stops, slots, n_
 
 def _pick(kernel, parallel):
     return kernel if parallel else kernel.serial
-
-
-def _packed(gh):
-    """The fill's ``packed`` argument: True for packed quantized (n, 1) cells, None for
-    exact (n, 2) ones (the packed fill is then not compiled)."""
-    return True if gh.shape[1] == 1 else None
 
 
 def _parallel_rows(n, min_rows=None):
@@ -193,13 +153,6 @@ def _parallel_rows(n, min_rows=None):
 def subtract_histograms(pool, parent_slots, child_slots):
     big = parent_slots.shape[0] * pool.n_bins_total >= 1 << 16
     _pick(_hist.subtract_histograms, big)(pool.hist, parent_slots, child_slots)
-
-
-def node_sums(pool, slots, node_rows, feat_off, scales):
-    out = np.empty((slots.shape[0], 3), np.int64)
-    _split.node_sums.serial(pool.hist, slots, feat_off, int(scales[2]), bool(scales[3]),
-                            node_rows, out)
-    return out
 
 
 def range_sums(pool, slots, lo, hi, extra, scales, cnt_factor):
@@ -241,74 +194,6 @@ def find_best_splits(pool, slots, node_rows, feat_off, n_value_bins, masks, scal
     return gain, feature, bin_, default_left, left_sums, sums, bits
 
 
-def split_nodes(pool, nodes, batch, X_cols, X_hist, feat_off, n_value_bins, missing_bin, gh,
-                idx, tmp, new_slot, child_ok, min_split_rows, masks, scales, cfg,
-                min_child_samples, n_threads, identity=False, is_cat=None, cat_cfg=None):
-    """The split step of the nodes ``batch`` of the node table ``nodes``
-    (``bonsai.nodes.NodeTable``) in one compiled call (``step.split_nodes``):
-    partition, smaller children's histograms into ``new_slot``, larger children by
-    subtraction in their parent's slot, best splits of the children that can split
-    (``masks (2m, F)``), children written as table rows ``nodes.n..nodes.n + 2m - 1``
-    (the caller reserves them).  Returns (ids of the children that can split, slots
-    to free), as lists.  An empty ``batch`` evaluates the root (table row 0) instead:
-    its histogram (``identity``: ``idx[i] == i``), sums and best split (``masks[:1]``)."""
-    m = batch.shape[0]
-    expand = np.empty(2 * m, np.int64)
-    free = np.empty(2 * m, np.int64)
-    layout, X_dense, sp_ptr, sp_bins, sp_default = _layout(X_hist, feat_off, n_threads)
-    scratch = pool.scratch(max(n_threads - 1, 1))
-    t, t_gain, t_sums, t_lsum, first = nodes.ints, nodes.gain, nodes.sums, nodes.left_sums, nodes.n
-    t_bits = nodes.bits
-    is_cat, cat_cfg, _ = _cat_args(n_value_bins.shape[0], is_cat, cat_cfg)
-    par = thread_plan(X_cols.shape[1], int(feat_off[-1]), n_threads)
-    if not _profile.ENABLED:
-        n_e, n_f = _step.split_nodes(
-            layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, n_value_bins,
-            missing_bin, gh, _packed(gh), idx, tmp, pool.hist, t, t_gain, t_sums, t_lsum, t_bits,
-            batch,
-            first, new_slot, scratch, child_ok, min_split_rows, masks, is_cat, cat_cfg, scales,
-            cfg, min_child_samples, par, identity, expand, free)
-        return expand[:n_e].tolist(), free[:n_f].tolist()
-    # BONSAI_PROFILE: the same steps as separate calls, each timed as its stage
-    if m == 0:
-        root = np.zeros(1, np.int64)
-        with _profile.stage("histograms"):
-            _step.build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, _packed(gh),
-                        idx, identity, t[root, START], t[root, STOP], t[root, SLOT], scratch,
-                        par, pool.hist)
-        with _profile.stage("splits"):
-            gain, feat, bin_, dl, lsum, sums, bits = find_best_splits(
-                pool, t[root, SLOT], t[root, STOP] - t[root, START], feat_off, n_value_bins,
-                masks[:1], scales, cfg, min_child_samples, None, is_cat, cat_cfg,
-                t_bits.shape[1])
-        t_gain[0], t[0, FEATURE], t[0, BIN], t[0, DEFAULT_LEFT] = gain[0], feat[0], bin_[0], dl[0]
-        t_sums[0], t_lsum[0], t_bits[0] = sums[0], lsum[0], bits[0]
-        return [], []
-    starts, stops, feature, bin_, dl, f_missing, parent_slot, p_bits = _step.batch_columns(
-        t, t_bits, batch, missing_bin)
-    nleft = np.empty(m, np.int64)
-    with _profile.stage("partition"):
-        _step.partition(X_cols, idx, tmp, starts, stops, feature, bin_, dl, f_missing, p_bits,
-                        par, nleft)
-    slot = np.empty(2 * m, np.int64)
-    b_start, b_stop, b_slot, sub = _step.plan_children(starts, stops, nleft, parent_slot,
-                                                       new_slot, child_ok, min_split_rows, slot)
-    if b_start.shape[0]:
-        with _profile.stage("histograms"):
-            _step.build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, _packed(gh),
-                        idx, False, b_start, b_stop, b_slot, scratch, par, pool.hist)
-    gain, c_feat, c_bin, c_dl, lsum, sums, c_bits = _step.split_outputs(2 * m, t_bits.shape[1])
-    with _profile.stage("splits"):
-        _step.scan_children(pool.hist, starts, stops, nleft, slot, sub, feat_off, n_value_bins,
-                            masks, is_cat, cat_cfg, scales, cfg, min_child_samples,
-                            par, gain, c_feat, c_bin, c_dl, lsum, sums,
-                            c_bits)
-    n_e, n_f = _step.write_children(t, t_gain, t_sums, t_lsum, t_bits, batch, first, starts,
-                                    stops, nleft, parent_slot, new_slot, slot, gain, c_feat,
-                                    c_bin, c_dl, lsum, sums, c_bits, expand, free)
-    return expand[:n_e].tolist(), free[:n_f].tolist()
-
-
 def find_level_split(pool, slots, node_rows, feat_off, n_value_bins, mask, scales, cfg,
                      min_child_samples, is_cat=None):
     """Oblivious level: the summed gain of every numeric (bin, missing direction)
@@ -342,7 +227,7 @@ def bits_sums(pool, slots, off, nv, bits, scales, cnt_factor):
 
 
 def partition_nodes(X_cols, idx, tmp, starts, stops, feature, bin_, default_left,
-                    missing_bin, n_threads, bits=None):
+                    node_missing_bin, n_threads, bits=None):
     """Stable partition of each node range (reading the column-major bins
     ``X_cols (F, n)``); returns the rows sent left per node.  A node with bin -1 is a
     categorical split of its row of ``bits (m, W)``."""
@@ -350,8 +235,8 @@ def partition_nodes(X_cols, idx, tmp, starts, stops, feature, bin_, default_left
     if bits is None:
         bits = np.zeros((starts.shape[0], 1), np.uint64)
     par = thread_plan(X_cols.shape[1], 0, n_threads)
-    _step.partition(X_cols, idx, tmp, starts, stops, feature, bin_, default_left, missing_bin,
-                    bits, par, nleft)
+    _step.partition(X_cols, idx, tmp, starts, stops, feature, bin_, default_left,
+                    node_missing_bin, bits, par, nleft)
     return nleft
 
 
@@ -360,16 +245,37 @@ def fill_range(idx):
     _pick(_part.fill_range, _parallel_rows(idx.shape[0], 2 * MIN_PARTITION_ROWS_PER_THREAD))(idx)
 
 
+def sample_rows(n, row0, fraction, seed, out):
+    """This shard's rows of the round's subsample: the local rows ``i < n`` whose
+    global row id ``row0 + i`` hashes (with ``seed``) below ``fraction``, ascending,
+    written to ``out[:k]``; returns k (``histogram.sample_rows``)."""
+    return int(_hist.sample_rows(np.uint64(seed), np.int64(row0), float(fraction), out[:n]))
+
+
 def add_leaf_values(raw, idx, leaf_start, leaf_stop, leaf_value):
     """``raw[idx[i]] += leaf_value[l]`` over each leaf's row range."""
     _pick(_part.add_leaf_values, _parallel_rows(idx.shape[0]))(
         raw, idx, leaf_start, leaf_stop, leaf_value)
-def leaf_sums(grad, hess, idx, leaf_start, leaf_stop):
-    """Exact (grad, hess) sums over each leaf's rows, (L, 2) float64."""
+
+
+def leaf_sums(grad, hess, idx, leaf_start, leaf_stop, comm=LOCAL):
+    """(grad, hess) float64 sums over each leaf's rows, (L, 2): each leaf summed in row
+    order on this shard, then the shards' sums added in rank order."""
     out = np.empty((leaf_start.shape[0], 2))
     _pick(_part.leaf_sums, _parallel_rows(idx.shape[0]))(
         grad, hess, idx, leaf_start, leaf_stop, out)
+    if comm.size > 1:
+        parts = comm.allgather(out)
+        out = parts[0].copy()
+        for q in parts[1:]:
+            out += q
     return out
+
+
+def leaf_weights(g, h, cfg, out):
+    """``out[i]``: the regularised leaf value of sums (g[i], h[i]) under ``cfg``
+    (``SplitSettings``)."""
+    _split.leaf_weights(g, h, cfg[0], cfg[1], cfg[2], out)
 
 
 #: below this many rows prediction runs on the calling thread (no parallel region)

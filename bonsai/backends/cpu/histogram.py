@@ -82,27 +82,48 @@ def _mix64(z):
 
 
 @parallel_kernel
-def quantize_packed(grad, hess, scale_g, scale_h, seed, out):
+def quantize_packed(grad, hess, scale_g, scale_h, seed, row0, out):
     """Quantized mode: ``out[i, 0] = g_q * 2**32 + h_q`` with
     ``g_q = floor(grad * scale_g + u)``, ``h_q = floor(hess * scale_h + u')``.
 
-    ``u, u'`` are uniform in [0, 1) from a hash of (seed, row): stochastic rounding
-    (unbiased sums) that depends on the row, never on the thread.  With
+    ``u, u'`` are uniform in [0, 1) from a hash of (seed, global row id ``row0 + i``):
+    stochastic rounding (unbiased sums) that depends on the row, never on the thread
+    or on how rows are split between shards.  With
     ``|g_q| * n < 2**31`` and ``0 <= h_q``, ``h_q * n < 2**32``, any sum of packed
     values unpacks exactly: ``G = v >> 32``, ``H = v & (2**32 - 1)``.
 
-    grad, hess : (n,) float32, IN ; seed : uint64 ; out : (n, 1) int64, OUT
+    grad, hess : (n,) float32, IN ; seed : uint64 ; row0 : int64 ; out : (n, 1) int64, OUT
     """
     golden = np.uint64(0x9E3779B97F4A7C15)
     inv53 = 1.0 / 9007199254740992.0
     for i in prange(grad.shape[0]):
-        z = _mix64(seed + np.uint64(i) * golden)
+        z = _mix64(seed + np.uint64(row0 + i) * golden)
         z2 = _mix64(z ^ golden)
         u1 = np.float64(z >> np.uint64(11)) * inv53
         u2 = np.float64(z2 >> np.uint64(11)) * inv53
         gq = np.int64(np.floor(np.float64(grad[i]) * scale_g + u1))
         hq = np.int64(np.floor(np.float64(hess[i]) * scale_h + u2))
         out[i, 0] = (gq << np.int64(32)) + hq
+
+
+@njit(cache=True)
+def sample_rows(seed, row0, fraction, out):
+    """Row subsampling: ``out[:k]`` = the rows ``i`` (ascending) whose hash of (seed,
+    global row id ``row0 + i``) falls below ``fraction``; returns k.  A Bernoulli draw
+    per row that depends only on the seed and the global row id: the same rows are
+    drawn however the data is split between threads or shards.
+
+    seed : uint64 ; row0 : int64 ; fraction : float64 ; out : (n,) uint32, OUT
+    """
+    golden = np.uint64(0x9E3779B97F4A7C15)
+    inv53 = 1.0 / 9007199254740992.0
+    k = 0
+    for i in range(out.shape[0]):
+        z = _mix64(seed + np.uint64(row0 + i) * golden)
+        if np.float64(z >> np.uint64(11)) * inv53 < fraction:
+            out[k] = i
+            k += 1
+    return k
 
 
 @njit(cache=True, forceinline=True)

@@ -1,12 +1,13 @@
 """The CPU backend's split step: one compiled call that partitions a batch of nodes,
 fills the smaller children's histograms and finds the children's best splits.
 
-This is the level step of the design documents (one call per level, or per node for
-leaf-wise): the work plans (which rows or feature blocks each thread takes), the
+It is the level step (one call per level, or per node for leaf-wise): the work plans (which rows or feature blocks each thread takes), the
 choice of the smaller child, the slot bookkeeping and the sibling subtraction run in
 compiled code between the parallel kernels, instead of as Python between backend
 calls.  Measured on 1M x 28 leaf-wise (255 leaves, 2 threads), the Python around the
-three per-split kernel calls took ~28 us a split, 15% of the fit.
+three per-split kernel calls took ~28 us a split, 15% of the fit.  With several data
+shards the same kernels run as separate calls (``builder.TreeBuilder``), the
+communicator's sums between them.
 
 The kernels are the same as for the separate backend functions (``partition``,
 ``histogram``, ``split``); a parallel kernel or its serial twin is picked per call
@@ -31,11 +32,12 @@ A first fit compiles one specialisation of ``split_nodes`` instead of all of the
 import numpy as np
 from numba import njit
 
-from ...nodes import (BIN, DEFAULT_LEFT, DEPTH, FEATURE, LEFT, PARENT, RIGHT, SLOT, START,
-                      STOP)
+from ...nodes import BIN, COUNT, DEFAULT_LEFT, FEATURE, SLOT, START, STOP
 from . import histogram as _hist
 from . import partition as _part
 from . import split as _split
+from .children import (batch_columns, copy_row, local_child_rows, plan_children,
+                       write_children)
 
 #: how dense histograms are filled (``layout`` argument; sparse rows: ``sp_ptr`` given)
 DENSE_ROWS, DENSE_BLOCKS = 0, 1
@@ -50,15 +52,6 @@ _merge_ser = _hist.merge_slots.serial
 _part_par = _part.partition_nodes
 _part_ser = _part.partition_nodes.serial
 _scan_par = _split.find_best_splits
-
-
-@njit(cache=True)
-def copy_row(dst, src):
-    """``dst[:] = src`` (1-D, same length) as a plain loop: numba's array-to-array
-    assignment compiles its broadcasting, shape checks and error message (about 1.7 s
-    more compile time for the first function that uses it, measured)."""
-    for q in range(dst.shape[0]):
-        dst[q] = src[q]
 
 
 @njit(cache=True)
@@ -124,7 +117,7 @@ def plan_pieces(starts, stops, n_threads, min_rows):
 
 
 @njit(cache=True)
-def partition(X_cols, idx, tmp, starts, stops, feature, bin_, default_left, missing_bin,
+def partition(X_cols, idx, tmp, starts, stops, feature, bin_, default_left, node_missing_bin,
               bits, par, out_nleft):
     """Stable partition of every node range (``partition.partition_nodes``), rows
     split between threads when there are at least ``2 * min_partition_rows`` of them
@@ -137,10 +130,10 @@ def partition(X_cols, idx, tmp, starts, stops, feature, bin_, default_left, miss
     scratch = np.empty(node.shape[0], np.int64)
     if par is not None and ptr.shape[0] > 2:
         _part_par(X_cols, idx, tmp, node, p_start, p_stop, ptr, feature, bin_, default_left,
-                  missing_bin, bits, scratch, out_nleft)
+                  node_missing_bin, bits, scratch, out_nleft)
     else:
         _part_ser(X_cols, idx, tmp, node, p_start, p_stop, ptr, feature, bin_, default_left,
-                  missing_bin, bits, scratch, out_nleft)
+                  node_missing_bin, bits, scratch, out_nleft)
 
 
 @njit(cache=True)
@@ -253,57 +246,13 @@ def build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, packed, id
 
 
 @njit(cache=True)
-def plan_children(starts, stops, nleft, parent_slot, new_slot, child_ok, min_split_rows,
-                  out_slot):
-    """After the partition: which children can split and where their histograms go.
-
-    Child ``2i`` is node i's left part, ``2i + 1`` its right part; a child can split
-    when ``child_ok`` and it has at least ``min_split_rows`` rows.  If either can, the
-    smaller child is filled into ``new_slot[i]`` and the larger takes the parent's
-    slot, to have the smaller subtracted.  Writes ``out_slot (2m,)`` (-1: cannot
-    split) and returns the fills (start, stop, slot) and each child's slot to
-    subtract (``sub (2m,)``, -1 for none)."""
-    m = starts.shape[0]
-    b_start = np.empty(m, np.int64)
-    b_stop = np.empty(m, np.int64)
-    b_slot = np.empty(m, np.int64)
-    sub = np.full(2 * m, -1, np.int64)
-    n_b = 0
-    for i in range(m):
-        mid = starts[i] + nleft[i]
-        lrows = mid - starts[i]
-        rrows = stops[i] - mid
-        ok_l = child_ok and lrows >= min_split_rows
-        ok_r = child_ok and rrows >= min_split_rows
-        out_slot[2 * i] = -1
-        out_slot[2 * i + 1] = -1
-        if not (ok_l or ok_r):
-            continue
-        if lrows <= rrows:
-            small, large, ok_s, ok_g = 2 * i, 2 * i + 1, ok_l, ok_r
-            b_start[n_b] = starts[i]
-            b_stop[n_b] = mid
-        else:
-            small, large, ok_s, ok_g = 2 * i + 1, 2 * i, ok_r, ok_l
-            b_start[n_b] = mid
-            b_stop[n_b] = stops[i]
-        b_slot[n_b] = new_slot[i]
-        n_b += 1
-        if ok_s:
-            out_slot[small] = new_slot[i]
-        if ok_g:
-            out_slot[large] = parent_slot[i]
-            sub[large] = new_slot[i]
-    return b_start[:n_b], b_stop[:n_b], b_slot[:n_b], sub
-
-
-@njit(cache=True)
-def scan_children(hist, starts, stops, nleft, child_slot, sub, feat_off, n_value_bins, masks,
+def scan_children(hist, child_rows, child_slot, sub, feat_off, n_value_bins, masks,
                   is_cat, cat_cfg, scales, cfg, min_child_samples, par, out_gain,
                   out_feature, out_bin, out_default_left, out_left_sums, out_sums, out_bits):
     """Best split of every child with a slot (``split.find_best_splits``, the larger
-    children subtracting ``sub`` first); the others get gain -inf, feature -1.  In
-    parallel from ``min_parallel_nodes`` children (``par``: see ``thread_plan``)."""
+    children subtracting ``sub`` first; ``child_rows`` their row counts over every
+    shard); the others get gain -inf, feature -1.  In parallel from
+    ``min_parallel_nodes`` children (``par``: see ``thread_plan``)."""
     min_parallel_nodes = thread_plan(par)[3]
     m2 = child_slot.shape[0]
     e_child = np.empty(m2, np.int64)
@@ -325,11 +274,9 @@ def scan_children(hist, starts, stops, nleft, child_slot, sub, feat_off, n_value
     e_mask = np.empty((n_e, masks.shape[1]), np.uint8)
     for j in range(n_e):
         c = e_child[j]
-        i = c // 2
-        mid = starts[i] + nleft[i]
         e_slot[j] = child_slot[c]
         e_sub[j] = sub[c]
-        e_rows[j] = (mid - starts[i]) if c % 2 == 0 else (stops[i] - mid)
+        e_rows[j] = child_rows[c]
         copy_row(e_mask[j], masks[c])
     gain, feat, bb, dl, lsum, sums, bits = split_outputs(n_e, out_bits.shape[1])
     if par is not None and n_e >= min_parallel_nodes:
@@ -353,86 +300,8 @@ def scan_children(hist, starts, stops, nleft, child_slot, sub, feat_off, n_value
 
 
 @njit(cache=True)
-def batch_columns(t, t_bits, batch, missing_bin):
-    """The split nodes' table fields: (start, stop, feature, bin, default_left, missing
-    bin of the feature, slot), each (m,), and their bitsets (m, W)."""
-    m = batch.shape[0]
-    starts = np.empty(m, np.int64)
-    stops = np.empty(m, np.int64)
-    feature = np.empty(m, np.int64)
-    bin_ = np.empty(m, np.int64)
-    default_left = np.empty(m, np.uint8)
-    f_missing = np.empty(m, np.int64)
-    slot = np.empty(m, np.int64)
-    for i in range(m):
-        n = batch[i]
-        starts[i] = t[n, START]
-        stops[i] = t[n, STOP]
-        feature[i] = t[n, FEATURE]
-        bin_[i] = t[n, BIN]
-        default_left[i] = t[n, DEFAULT_LEFT]
-        f_missing[i] = missing_bin[feature[i]]
-        slot[i] = t[n, SLOT]
-    bits = np.empty((m, t_bits.shape[1]), np.uint64)
-    for i in range(m):
-        copy_row(bits[i], t_bits[batch[i]])
-    return starts, stops, feature, bin_, default_left, f_missing, slot, bits
-
-
-@njit(cache=True)
-def write_children(t, t_gain, t_sums, t_left_sums, t_bits, batch, first, starts, stops, nleft,
-                   parent_slot, new_slot, child_slot, gain, feature, bin_, default_left,
-                   left_sums, sums, bits, out_expand, out_free):
-    """Rows ``first + 2i`` (left) and ``first + 2i + 1`` of node ``batch[i]``'s children.
-
-    A child that cannot split takes its sums from the parent's split (left sums, or
-    the node's minus them); one that can gets its scanned split and node sums.  Writes
-    the ids of the children that can split to ``out_expand`` and the slots no child
-    kept to ``out_free``; returns (count of each)."""
-    n_e = 0
-    n_f = 0
-    for i in range(batch.shape[0]):
-        n = batch[i]
-        mid = starts[i] + nleft[i]
-        for c in range(2):
-            k = 2 * i + c
-            cid = first + k
-            t[cid, START] = starts[i] if c == 0 else mid
-            t[cid, STOP] = mid if c == 0 else stops[i]
-            t[cid, DEPTH] = t[n, DEPTH] + 1
-            t[cid, PARENT] = n
-            t[cid, LEFT] = -1
-            t[cid, RIGHT] = -1
-            t[cid, SLOT] = child_slot[k]
-            t[cid, FEATURE] = feature[k]
-            t[cid, BIN] = bin_[k]
-            t[cid, DEFAULT_LEFT] = default_left[k]
-            copy_row(t_bits[cid], bits[k])
-            t_gain[cid] = gain[k]
-            for q in range(3):
-                if child_slot[k] >= 0:
-                    t_sums[cid, q] = sums[k, q]
-                    t_left_sums[cid, q] = left_sums[k, q]
-                else:
-                    ls = t_left_sums[n, q]
-                    t_sums[cid, q] = ls if c == 0 else t_sums[n, q] - ls
-                    t_left_sums[cid, q] = 0
-            if child_slot[k] >= 0:
-                out_expand[n_e] = cid
-                n_e += 1
-        t[n, LEFT] = first + 2 * i
-        t[n, RIGHT] = first + 2 * i + 1
-        t[n, SLOT] = -1
-        for s in (parent_slot[i], new_slot[i]):
-            if s != child_slot[2 * i] and s != child_slot[2 * i + 1]:
-                out_free[n_f] = s
-                n_f += 1
-    return n_e, n_f
-
-
-@njit(cache=True)
 def split_nodes(layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, n_value_bins,
-                missing_bin, gh, packed, idx, tmp, hist, t, t_gain, t_sums, t_left_sums, t_bits, batch,
+                feature_missing_bin, gh, packed, idx, tmp, hist, t, t_gain, t_sums, t_left_sums, t_bits, batch,
                 first, new_slot, scratch_slots, child_ok, min_split_rows, masks, is_cat, cat_cfg,
                 scales, cfg, min_child_samples, par, identity, out_expand, out_free):
     """Split the nodes ``batch`` of the node table (``bonsai.nodes``: ``t`` its int
@@ -463,19 +332,21 @@ def split_nodes(layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, 
         starts = np.full(1, t[0, START], np.int64)
         stops = np.full(1, t[0, STOP], np.int64)
         nleft = stops - starts
+        child_rows = np.array([t[0, COUNT], 0], np.int64)
         child_slot = np.array([t[0, SLOT], -1], np.int64)
         sub = np.full(2, -1, np.int64)
         b_start, b_stop, b_slot = starts, stops, child_slot[:1]
     else:
         starts, stops, feature, bin_, default_left, f_missing, parent_slot, p_bits = \
-            batch_columns(t, t_bits, batch, missing_bin)
+            batch_columns(t, t_bits, batch, feature_missing_bin)
         nleft = np.empty(m, np.int64)
         partition(X_cols, idx, tmp, starts, stops, feature, bin_, default_left, f_missing,
                   p_bits, par, nleft)
+        child_rows = local_child_rows(starts, stops, nleft)   # one shard: local = global
         child_slot = np.empty(2 * m, np.int64)
-        b_start, b_stop, b_slot, sub = plan_children(starts, stops, nleft, parent_slot,
-                                                     new_slot, child_ok, min_split_rows,
-                                                     child_slot)
+        b_start, b_stop, b_slot, sub = plan_children(starts, stops, nleft, child_rows,
+                                                     parent_slot, new_slot, child_ok,
+                                                     min_split_rows, child_slot)
     # one call site per kernel (the root takes the same ones): each is compiled into
     # this function's code once
     if b_start.shape[0] > 0:
@@ -483,7 +354,7 @@ def split_nodes(layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, 
               identity and root, b_start, b_stop, b_slot, scratch_slots, par, hist)
     gain, c_feature, c_bin, c_dl, left_sums, sums, c_bits = split_outputs(child_slot.shape[0],
                                                                           t_bits.shape[1])
-    scan_children(hist, starts, stops, nleft, child_slot, sub, feat_off, n_value_bins, masks,
+    scan_children(hist, child_rows, child_slot, sub, feat_off, n_value_bins, masks,
                   is_cat, cat_cfg, scales, cfg, min_child_samples, par, gain,
                   c_feature, c_bin, c_dl, left_sums, sums, c_bits)
     if root:
@@ -496,5 +367,6 @@ def split_nodes(layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, 
         copy_row(t_bits[0], c_bits[0])
         return 0, 0
     return write_children(t, t_gain, t_sums, t_left_sums, t_bits, batch, first, starts, stops,
-                          nleft, parent_slot, new_slot, child_slot, gain, c_feature, c_bin,
-                          c_dl, left_sums, sums, c_bits, out_expand, out_free)
+                          nleft, child_rows, parent_slot, new_slot, child_slot, gain,
+                          c_feature, c_bin, c_dl, left_sums, sums, c_bits, out_expand,
+                          out_free)

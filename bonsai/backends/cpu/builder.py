@@ -1,0 +1,252 @@
+"""The CPU backend's per-fit tree builder: the buffers of a fit and the split step the
+grow loop calls.
+
+``TreeBuilder`` owns what lives for a whole fit: the histogram pool, the integer
+gradient cells ``gh``, the sample indices ``idx`` and their partition scratch, the
+histogram layout and the thread plan.  The grow loop (``bonsai.grow``) calls
+
+* ``start_tree(scales, idx)`` once per tree;
+* ``evaluate_root(nodes, masks)`` and ``split(nodes, batch, ...)``: the split step
+  (partition, children's histograms, their best splits, children written to the
+  ``bonsai.nodes`` table);
+* ``level_split`` / ``level_split_categorical`` / ``range_sums`` / ``bits_sums`` for
+  oblivious levels.
+
+With one shard (``LocalComm``) the split step is one compiled call
+(``step.split_nodes``).  Otherwise it runs **staged**, the same kernels as separate
+calls with the communicator between them: the partition's left counts are summed
+over shards before the smaller child is chosen, and the filled histograms are summed
+before the split scan.  Every decision then reads global quantities, so every shard
+grows the same tree (``bonsai.comm``).  ``BONSAI_PROFILE`` also runs staged, to time
+each stage.
+"""
+import numpy as np
+
+from ... import _profile
+from ..._dtypes import HIST, IDX, N_HIST_CHANNELS
+from ...comm import LOCAL, LocalComm
+from ...nodes import BIN, COUNT, DEFAULT_LEFT, FEATURE, SLOT, START, STOP
+from . import split_cat as _split_cat
+from . import split_level as _split_level
+from . import split as _split
+from . import step as _step
+from .layout import hist_layout
+
+
+class HistogramPool:
+    """Histogram slots ``(capacity, n_bins_total, 2)`` int64 with a free list.
+
+    The pool lives for a whole fit, so histograms are allocated once, not per node.
+    """
+
+    def __init__(self, n_bins_total, capacity=8, channels=N_HIST_CHANNELS):
+        self.n_bins_total = int(n_bins_total)
+        self.channels = int(channels)
+        self.hist = np.zeros((capacity, self.n_bins_total, self.channels), dtype=HIST)
+        self.free = list(range(capacity - 1, -1, -1))
+        self.reserved = np.zeros(0, np.int64)
+
+    def alloc(self):
+        if not self.free:
+            old = self.hist
+            cap = old.shape[0]
+            self.hist = np.zeros((2 * cap, self.n_bins_total, self.channels), dtype=HIST)
+            self.hist[:cap] = old
+            self.free = list(range(2 * cap - 1, cap - 1, -1))
+        return self.free.pop()
+
+    def release(self, slot):
+        self.free.append(int(slot))
+
+    def scratch(self, n):
+        """``n`` slots reserved for the whole fit (``reserved``): where the thread pieces
+        of a node cut between threads are filled before they are added up."""
+        if self.reserved.shape[0] < n:
+            extra = [self.alloc() for _ in range(n - self.reserved.shape[0])]
+            self.reserved = np.concatenate([self.reserved, np.array(extra, np.int64)])
+        return self.reserved[:n]
+
+
+class TreeBuilder:
+    """One fit's buffers and split step on the CPU (see the module docstring).
+
+    ``data`` is the backend's ``CpuData``; ``par`` the thread plan
+    (``cpu.thread_plan``, None: one thread); ``settings`` (``SplitSettings``),
+    ``cat`` (``CatSettings``) and ``min_child_samples`` the split constraints."""
+
+    def __init__(self, data, n_threads, par, pool_capacity, quantized, settings, cat,
+                 min_child_samples, comm=LOCAL):
+        bm = data.bin_mapper
+        self.data = data
+        self.X_cols = data.X_cols
+        self.n_rows = data.n_rows
+        self.feat_off = bm.feat_off
+        self.n_value_bins = bm.n_value_bins
+        self.feature_missing_bin = bm.missing_bin
+        # None without categorical features: the kernels then leave their categorical
+        # scans out of the compiled code (``backends.cpu.step``)
+        self.is_cat = bm.is_cat if bool(bm.is_cat.any()) else None
+        self.cat_words = bm.cat_words
+        self.n_threads = n_threads
+        self.par = par
+        self.layout = hist_layout(data.X_hist, self.feat_off, n_threads)
+        self.pool = HistogramPool(int(self.feat_off[-1]), capacity=pool_capacity,
+                                  channels=1 if quantized else 2)
+        self.gh = np.empty((self.n_rows, 1 if quantized else 2), np.int64)
+        self.idx_buf = np.empty(self.n_rows, IDX)
+        self.tmp = np.empty(self.n_rows, IDX)
+        self.cfg, self.cat_cfg, self.min_child_samples = settings, cat, min_child_samples
+        self.comm = comm
+        self.staged = not isinstance(comm, LocalComm) or _profile.ENABLED
+        self.scales = None
+        self.idx = None
+
+    def start_tree(self, scales, idx):
+        """The next tree's gradient scales and its sample ``idx`` (a prefix of
+        ``idx_buf``, partitioned in place by the splits)."""
+        self.scales = scales
+        self.idx = idx
+
+    # ---- the split step ----------------------------------------------------------
+    def evaluate_root(self, nodes, masks):
+        """The root's (table row 0) histogram, sums and best split (``masks[:1]``)."""
+        self.split(nodes, np.empty(0, np.int64), np.empty(0, np.int64), False, 0, masks)
+
+    def split(self, nodes, batch, new_slot, child_ok, min_split_rows, masks):
+        """Split the nodes ``batch`` of the node table (``bonsai.nodes.NodeTable``):
+        partition, smaller children's histograms into ``new_slot``, larger children by
+        subtraction in their parent's slot, best splits of the children that can split
+        (``masks (2m, F)``), children written as table rows ``nodes.n..nodes.n + 2m -
+        1`` (the caller reserves them).  Returns (ids of the children that can split,
+        slots to free), as lists.  An empty ``batch`` evaluates the root instead."""
+        m = batch.shape[0]
+        expand = np.empty(2 * m, np.int64)
+        free = np.empty(2 * m, np.int64)
+        if self.staged:
+            return self._split_staged(nodes, batch, new_slot, child_ok, min_split_rows, masks)
+        layout, X_dense, sp_ptr, sp_bins, sp_default = self.layout
+        n_e, n_f = _step.split_nodes(
+            layout, self.X_cols, X_dense, sp_ptr, sp_bins, sp_default, self.feat_off,
+            self.n_value_bins, self.feature_missing_bin, self.gh, _packed(self.gh), self.idx,
+            self.tmp, self.pool.hist, nodes.ints, nodes.gain, nodes.sums, nodes.left_sums,
+            nodes.bits, batch, nodes.n, new_slot, self._scratch(), child_ok, min_split_rows,
+            masks, self.is_cat, self.cat_cfg, self.scales, self.cfg, self.min_child_samples,
+            self.par, self._identity(m), expand, free)
+        return expand[:n_e].tolist(), free[:n_f].tolist()
+
+    def _scratch(self):
+        return self.pool.scratch(max(self.n_threads - 1, 1))
+
+    def _identity(self, m):
+        return m == 0 and self.idx.shape[0] == self.n_rows
+
+    def _build(self, starts, stops, slots, identity):
+        layout, X_dense, sp_ptr, sp_bins, sp_default = self.layout
+        with _profile.stage("histograms"):
+            _step.build(layout, X_dense, sp_ptr, sp_bins, sp_default, self.feat_off, self.gh,
+                        _packed(self.gh), self.idx, identity, starts, stops, slots,
+                        self._scratch(), self.par, self.pool.hist)
+            self._reduce_slots(slots)
+
+    def _reduce_slots(self, slots):
+        """Sum this shard's histograms ``slots`` over every shard (exact: integers)."""
+        if isinstance(self.comm, LocalComm) or slots.shape[0] == 0:
+            return
+        hist = self.pool.hist
+        hist[slots] = self.comm.allreduce_sum(np.ascontiguousarray(hist[slots]))
+
+    def _split_staged(self, nodes, batch, new_slot, child_ok, min_split_rows, masks):
+        """``split`` as separate calls, with the shards' counts and histograms summed
+        between them (and each stage timed under ``BONSAI_PROFILE``)."""
+        t, t_bits, first = nodes.ints, nodes.bits, nodes.n
+        m = batch.shape[0]
+        if m == 0:      # the root: the one "left child" of a pseudo-parent
+            root = np.zeros(1, np.int64)
+            slot = np.array([t[0, SLOT], -1], np.int64)
+            self._build(t[root, START], t[root, STOP], slot[:1], self._identity(0))
+            child_rows = np.array([t[0, COUNT], 0], np.int64)
+            out = self._scan(child_rows, slot, np.full(2, -1, np.int64), masks[:1], t_bits)
+            gain, feat, bin_, dl, lsum, sums, bits = out
+            nodes.gain[0], t[0, FEATURE], t[0, BIN], t[0, DEFAULT_LEFT] = (
+                gain[0], feat[0], bin_[0], dl[0])
+            nodes.sums[0], nodes.left_sums[0], t_bits[0] = sums[0], lsum[0], bits[0]
+            return [], []
+        starts, stops, feature, bin_, dl, f_missing, parent_slot, p_bits = _step.batch_columns(
+            t, t_bits, batch, self.feature_missing_bin)
+        nleft = np.empty(m, np.int64)
+        with _profile.stage("partition"):
+            _step.partition(self.X_cols, self.idx, self.tmp, starts, stops, feature, bin_, dl,
+                            f_missing, p_bits, self.par, nleft)
+        child_rows = _step.local_child_rows(starts, stops, nleft)
+        if not isinstance(self.comm, LocalComm):
+            child_rows = np.asarray(self.comm.allreduce_sum(child_rows), np.int64)
+        slot = np.empty(2 * m, np.int64)
+        b_start, b_stop, b_slot, sub = _step.plan_children(
+            starts, stops, nleft, child_rows, parent_slot, new_slot, child_ok, min_split_rows,
+            slot)
+        if b_start.shape[0]:
+            self._build(b_start, b_stop, b_slot, False)
+        gain, c_feat, c_bin, c_dl, lsum, sums, c_bits = self._scan(child_rows, slot, sub,
+                                                                   masks, t_bits)
+        expand = np.empty(2 * m, np.int64)
+        free = np.empty(2 * m, np.int64)
+        n_e, n_f = _step.write_children(t, nodes.gain, nodes.sums, nodes.left_sums, t_bits,
+                                        batch, first, starts, stops, nleft, child_rows,
+                                        parent_slot, new_slot, slot, gain, c_feat, c_bin, c_dl,
+                                        lsum, sums, c_bits, expand, free)
+        return expand[:n_e].tolist(), free[:n_f].tolist()
+
+    def _scan(self, child_rows, slot, sub, masks, t_bits):
+        out = _step.split_outputs(slot.shape[0], t_bits.shape[1])
+        with _profile.stage("splits"):
+            _step.scan_children(self.pool.hist, child_rows, slot, sub, self.feat_off,
+                                self.n_value_bins, masks, self.is_cat, self.cat_cfg,
+                                self.scales, self.cfg, self.min_child_samples, self.par, *out)
+        return out
+
+    # ---- oblivious levels ----------------------------------------------------------
+    def level_split(self, slots, node_rows, mask):
+        """The summed gain of every numeric (bin, missing direction) candidate over the
+        level's nodes (their histograms ``slots``, rows ``node_rows``), (n_bins_total, 2)."""
+        out = np.empty((int(self.feat_off[-1]), 2))
+        _split_level.find_level_split(self.pool.hist, slots, node_rows, self.feat_off,
+                                      self.n_value_bins, mask, self.is_cat, self.scales,
+                                      self.cfg, self.min_child_samples, out)
+        return out
+
+    def level_split_categorical(self, slots, node_rows, mask):
+        """Each categorical feature's best shared category set over the level and its
+        summed gain: (gain (F,), bits (F, cat_words))."""
+        n_features = self.n_value_bins.shape[0]
+        gain = np.empty(n_features)
+        bits = np.empty((n_features, self.cat_words), np.uint64)
+        _split_level.find_level_split_categorical(
+            self.pool.hist, slots, node_rows, self.feat_off, self.n_value_bins, mask,
+            self.is_cat, self.scales, self.cfg, self.min_child_samples, self.cat_cfg, gain,
+            bits)
+        return gain, bits
+
+    def range_sums(self, slots, lo, hi, extra, cnt_factor):
+        """(grad, hess, count) sums of bins ``lo:hi`` (plus bin ``extra`` if >= 0) per
+        slot; ``cnt_factor`` (m,) estimates counts in packed mode."""
+        out = np.empty((slots.shape[0], 3), np.int64)
+        s = self.scales
+        _split.range_sums(self.pool.hist, slots, lo, hi, extra, int(s[2]), bool(s[3]),
+                          cnt_factor, out)
+        return out
+
+    def bits_sums(self, slots, feature, bits, cnt_factor):
+        """(grad, hess, count) sums of the bins of ``feature`` whose bit is set in
+        ``bits``, per slot (m, 3)."""
+        out = np.empty((slots.shape[0], 3), np.int64)
+        s = self.scales
+        _split_cat.bits_sums(self.pool.hist, slots, int(self.feat_off[feature]),
+                             int(self.n_value_bins[feature]), bits, int(s[2]), bool(s[3]),
+                             cnt_factor, out)
+        return out
+
+
+def _packed(gh):
+    """The fill's ``packed`` argument: True for packed quantized (n, 1) cells, None for
+    exact (n, 2) ones (the packed fill is then not compiled)."""
+    return True if gh.shape[1] == 1 else None

@@ -1,0 +1,158 @@
+"""The communicator seam (``bonsai.comm``): a fit over shards, each rank a thread with
+a ``ThreadComm``, grows exactly the model of the one-shard fit; the staged split step
+grows what the fused one does."""
+import numpy as np
+import pandas as pd
+import pytest
+
+import bonsai
+from bonsai import comm as comm_mod
+from fake_comm import run_ranks
+
+N = 1500
+
+
+def _data(objective, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((N, 6)).astype(np.float32)
+    X[rng.random(N) < 0.1, 1] = np.nan
+    z = X[:, 0] + 0.5 * np.nan_to_num(X[:, 1]) * X[:, 2]
+    if objective == "binary":
+        y = (z + 0.3 * rng.standard_normal(N) > 0).astype(np.float32)
+    elif objective == "multiclass":
+        y = np.digitize(z, [-0.8, 0.0, 0.8]).astype(np.float32)
+    else:
+        y = (z + 0.2 * rng.standard_normal(N)).astype(np.float32)
+    return X, y
+
+
+GROWERS = [dict(grow_policy="depthwise", max_depth=4),
+           dict(grow_policy="leafwise", max_leaves=12),
+           dict(grow_policy="oblivious", max_depth=4)]
+OBJECTIVES = [dict(objective="binary"), dict(objective="squared_error"),
+              dict(objective="multiclass", num_class=4)]
+
+
+def _params(grower, objective, **extra):
+    p = dict(n_estimators=6, learning_rate=0.3, subsample=0.8, colsample_bynode=0.7,
+             min_child_samples=5, random_state=3, n_threads=1)
+    p.update(grower)
+    p.update(objective)
+    p.update(extra)
+    return p
+
+
+def _sharded(ds, cuts):
+    """The shards of ``ds`` at row offsets ``cuts`` (rank order = row order)."""
+    edges = [0, *cuts, ds.n_rows]
+    return [ds.subset(np.arange(a, b)) for a, b in zip(edges[:-1], edges[1:])]
+
+
+def _fit_ranks(params, shards, valid=None, **kw):
+    def fit(comm, r):
+        vs = None if valid is None else [valid[r]]
+        b = bonsai.train(params, shards[r], valid_sets=vs, _comm=comm, **kw)
+        return b.model_to_string(), b.evals_result, b.best_iteration
+    results, group = run_ranks(len(shards), fit)
+    return results, group
+
+
+@pytest.mark.parametrize("grower", GROWERS, ids=lambda g: g["grow_policy"])
+@pytest.mark.parametrize("objective", OBJECTIVES, ids=lambda o: o["objective"])
+def test_two_shards_grow_the_one_shard_model(grower, objective):
+    X, y = _data(objective["objective"])
+    ds = bonsai.Dataset(X, label=y)
+    params = _params(grower, objective)
+    one = bonsai.train(params, ds).model_to_string()
+    results, group = _fit_ranks(params, _sharded(ds, [620]))
+    assert results[0][0] == one
+    assert results[1][0] == one
+    assert group.calls > 0          # the ranks really exchanged
+
+
+def test_three_uneven_shards_with_valid_sets_and_early_stopping():
+    X, y = _data("binary", seed=1)
+    ds = bonsai.Dataset(X[:1000], label=y[:1000])
+    dv = bonsai.Dataset(X[1000:], label=y[1000:], reference=ds)
+    params = _params(GROWERS[0], OBJECTIVES[0], n_estimators=40, learning_rate=0.5,
+                     eval_metric=["auc", "logloss"], early_stopping_rounds=3)
+    one = bonsai.train(params, ds, valid_sets=[dv])
+    results, _ = _fit_ranks(params, _sharded(ds, [100, 650]), valid=_sharded(dv, [77, 300]))
+    for text, evals, best in results:
+        assert text == one.model_to_string()
+        assert evals == {"valid_0": one.evals_result["valid_0"]}
+        assert best == one.best_iteration
+    assert one.best_iteration is not None and one.num_trees() < 40   # it stopped early
+
+
+@pytest.mark.parametrize("extra", [dict(objective="absolute_error"),
+                                   dict(objective="quantile", alpha=0.3),
+                                   dict(objective="binary", reg_alpha=0.5, max_delta_step=0.7)],
+                         ids=["l1", "quantile", "regularised"])
+def test_shards_with_leaf_renewal_and_regularisation(extra):
+    X, y = _data("regression" if extra["objective"] != "binary" else "binary", seed=2)
+    ds = bonsai.Dataset(X, label=y)
+    params = _params(GROWERS[1], extra)
+    one = bonsai.train(params, ds).model_to_string()
+    results, _ = _fit_ranks(params, _sharded(ds, [901]))
+    assert all(r[0] == one for r in results)
+
+
+def test_shards_with_native_categorical_features():
+    rng = np.random.default_rng(4)
+    df = pd.DataFrame({"a": rng.standard_normal(N), "b": rng.standard_normal(N),
+                       "c": pd.Categorical(rng.integers(0, 9, N)),
+                       "d": pd.Categorical(rng.choice(list("pqrstu"), N))})
+    y = ((df["c"].cat.codes.to_numpy() % 3 == 0) ^ (df["a"].to_numpy() > 0)).astype(np.float32)
+    ds = bonsai.Dataset(df, label=y)
+    for grower in GROWERS:
+        params = _params(grower, OBJECTIVES[0], max_cat_to_onehot=2)
+        one = bonsai.train(params, ds).model_to_string()
+        results, _ = _fit_ranks(params, _sharded(ds, [555]))
+        assert all(r[0] == one for r in results), grower
+
+
+def test_staged_split_step_grows_the_fused_trees():
+    """A one-rank ThreadComm is not LocalComm, so the builder runs the staged split
+    step (separate kernel calls, collectives between them): same model as fused."""
+    X, y = _data("binary", seed=5)
+    ds = bonsai.Dataset(X, label=y)
+    for grower in GROWERS:
+        for extra in ({}, {"quantized_grad": True}):
+            params = _params(grower, OBJECTIVES[0], **extra)
+            one = bonsai.train(params, ds).model_to_string()
+            results, _ = _fit_ranks(params, [ds])
+            assert results[0][0] == one, (grower, extra)
+
+
+def test_quantized_shards_agree_with_each_other():
+    """Quantized mode's exact leaf sums add the shards' float sums in rank order:
+    every rank builds the same model (the one-shard model may differ in the last bits
+    of leaf values only)."""
+    X, y = _data("binary", seed=6)
+    ds = bonsai.Dataset(X, label=y)
+    params = _params(GROWERS[0], OBJECTIVES[0], quantized_grad=True)
+    results, _ = _fit_ranks(params, _sharded(ds, [700]))
+    assert results[0][0] == results[1][0]
+    one = bonsai.Booster(model_str=bonsai.train(params, ds).model_to_string())
+    two = bonsai.Booster(model_str=results[0][0])
+    np.testing.assert_allclose(two.predict(X), one.predict(X), rtol=1e-6, atol=1e-7)
+    assert [t.feature.tolist() for t in two.trees] == [t.feature.tolist() for t in one.trees]
+
+
+def test_shards_binned_differently_are_refused():
+    X, y = _data("binary")
+    a = bonsai.Dataset(X[:700], label=y[:700])
+    b = bonsai.Dataset(X[700:], label=y[700:])      # its own bin edges
+    with pytest.raises(ValueError, match="binned differently"):
+        _fit_ranks(_params(GROWERS[0], OBJECTIVES[0]), [a, b])
+
+
+def test_local_comm_and_bad_comm():
+    assert comm_mod.check_comm(None) is comm_mod.LOCAL
+    lc = comm_mod.LocalComm()
+    a = np.arange(3, dtype=np.int64)
+    assert lc.allreduce_sum(a) is a and lc.allreduce_max(2) == 2.0 and lc.allgather(5) == [5]
+    X, y = _data("binary")
+    with pytest.raises(TypeError, match="comm must implement"):
+        bonsai.train({"n_estimators": 1}, bonsai.Dataset(X, label=y), _comm=object())
