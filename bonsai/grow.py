@@ -23,6 +23,7 @@ from ._profile import stage
 from .backends.cpu.split import NEG_INF, leaf_weights
 from .nodes import (BIN, DEFAULT_LEFT, DEPTH, FEATURE, LEFT, RIGHT, SLOT, START, STOP,
                     NodeTable)
+from .split_settings import CatSettings, SplitSettings
 from .tree import Tree, cat_bitsets
 
 
@@ -49,8 +50,7 @@ class Grower:
         self.max_depth = p.max_depth
         self.max_leaves = p.max_leaves
         self.min_child_samples = p.min_child_samples
-        self.cfg = np.array([p.reg_lambda, p.reg_alpha, p.max_delta_step,
-                             p.min_child_weight, p.min_split_gain])
+        self.cfg = SplitSettings.from_params(p)
         self.colsample = (p.colsample_bytree, p.colsample_bylevel, p.colsample_bynode)
         self._all_features = np.ones((2, self.n_value_bins.shape[0]), np.uint8)
         self._no_features = np.zeros((2, self.n_value_bins.shape[0]), np.uint8)
@@ -58,8 +58,7 @@ class Grower:
         # None without categorical features: the kernels then leave their categorical
         # scans out of the compiled code (``backends.cpu.step``)
         self.is_cat = bin_mapper.is_cat if self.has_cat else None
-        self.cat_cfg = np.array([p.max_cat_to_onehot, p.max_cat_threshold, p.cat_smooth,
-                                 p.cat_l2, p.min_data_per_group], np.float64)
+        self.cat_cfg = CatSettings.from_params(p)
         self.nodes = NodeTable(2 * p.max_leaves + 1 if p.max_leaves > 0 else 64,
                                bin_mapper.cat_words)
 
@@ -221,7 +220,7 @@ class Grower:
             cf = int(np.argmax(cat_gain))   # first max: lowest feature
             if cat_gain[cf] > best:         # a numeric split wins ties
                 cat_f, best = cf, cat_gain[cf]
-        if not (best > max(self.cfg[4], 0.0)):
+        if not (best > max(self.cfg.min_split_gain, 0.0)):
             return []
         sums = nodes.sums[fr]        # written when the split step evaluated these nodes
         cnt_factor = np.where(sums[:, 1] > 0, rows / np.maximum(sums[:, 1], 1), 0.0)
@@ -326,8 +325,8 @@ class Grower:
         for i in range(tree.n_nodes - 1, -1, -1):  # children have larger ids than parents
             if tree.left[i] >= 0:
                 sums[i] = sums[tree.left[i]] + sums[tree.right[i]]
-        leaf_weights(sums[:, 0].copy(), sums[:, 1].copy(), self.cfg[0], self.cfg[1],
-                     self.cfg[2], tree.value)
+        leaf_weights(sums[:, 0].copy(), sums[:, 1].copy(), self.cfg.reg_lambda,
+                     self.cfg.reg_alpha, self.cfg.max_delta_step, tree.value)
         tree.cover[:] = sums[:, 1]
 
     def _finish(self, scales):
@@ -339,10 +338,10 @@ class Grower:
         left = t[:, LEFT].astype(np.int32)
         right = t[:, RIGHT].astype(np.int32)
         sums = nodes.sums[:n]
-        cover = sums[:, 1] / scales[1]
+        cover = sums[:, 1] / scales.hess
         value = np.empty(n)
-        leaf_weights(sums[:, 0] / scales[0], cover, self.cfg[0], self.cfg[1], self.cfg[2],
-                     value)
+        leaf_weights(sums[:, 0] / scales.grad, cover, self.cfg.reg_lambda, self.cfg.reg_alpha,
+                     self.cfg.max_delta_step, value)
         count = t[:, STOP] - t[:, START]
         internal = left >= 0
         feature = np.where(internal, t[:, FEATURE], -1).astype(np.int32)

@@ -13,6 +13,7 @@ import numpy as np
 from ... import _profile
 from ..._dtypes import FIXED_POINT_BITS, HIST, N_HIST_CHANNELS, count_bits, fixed_point_scale
 from ...nodes import BIN, DEFAULT_LEFT, FEATURE, SLOT, START, STOP
+from ...split_settings import CatSettings, Scales
 from . import histogram as _hist
 from . import partition as _part
 from . import predict as _pred
@@ -102,9 +103,10 @@ def quantize(grad, hess, n_rows, out, quant_bins=0, seed=0):
     ``quant_bins`` levels and packed as ``g * 2**32 + h`` (one add per cell);
     ``quant_bins`` is lowered so that ``n_rows * quant_bins < 2**31``.
 
-    Returns ``scales = [grad scale, hess scale, count_bits, packed, 1 / grad scale,
-    1 / hess scale]`` (float64), which every split kernel takes to turn cells back
-    into sums (exact-mode scales are powers of two: their reciprocals are exact).
+    Returns the tree's ``bonsai.split_settings.Scales`` (grad and hess scales,
+    count_bits, packed, their reciprocals), which every split kernel takes to turn
+    cells back into sums (exact-mode scales are powers of two: their reciprocals are
+    exact).
     """
     m = np.zeros(2)
     if grad.size:
@@ -121,12 +123,12 @@ def quantize(grad, hess, n_rows, out, quant_bins=0, seed=0):
         sh = q / max_h if max_h > 0 else 1.0
         _pick(_hist.quantize_packed, _parallel_rows(grad.shape[0]))(
             grad, hess, sg, sh, np.uint64(seed), out)
-        return np.array([sg, sh, 0.0, 1.0, 1.0 / sg, 1.0 / sh])
+        return Scales.quantized(sg, sh)
     cb = count_bits(n_rows)
     sg = fixed_point_scale(max_g, n_rows)
     sh = fixed_point_scale(max_h, n_rows, FIXED_POINT_BITS - cb)
     _pick(_hist.quantize_gradients, _parallel_rows(grad.shape[0]))(grad, hess, sg, sh, cb, out)
-    return np.array([sg, sh, float(cb), 0.0, 1.0 / sg, 1.0 / sh])
+    return Scales.exact(sg, sh, cb)
 
 
 def _layout(X_hist, feat_off, n_threads):
@@ -195,25 +197,16 @@ def subtract_histograms(pool, parent_slots, child_slots):
     _pick(_hist.subtract_histograms, big)(pool.hist, parent_slots, child_slots)
 
 
-def node_sums(pool, slots, node_rows, feat_off, scales):
-    out = np.empty((slots.shape[0], 3), np.int64)
-    _split.node_sums.serial(pool.hist, slots, feat_off, int(scales[2]), bool(scales[3]),
-                            node_rows, out)
-    return out
-
-
 def range_sums(pool, slots, lo, hi, extra, scales, cnt_factor):
     """(grad, hess, count) sums of bins ``lo:hi`` (plus bin ``extra`` if >= 0) per slot;
     ``cnt_factor`` (m,) estimates counts in packed mode."""
     out = np.empty((slots.shape[0], 3), np.int64)
-    _split.range_sums(pool.hist, slots, lo, hi, extra, int(scales[2]), bool(scales[3]),
-                      cnt_factor, out)
+    _split.range_sums(pool.hist, slots, lo, hi, extra, scales, cnt_factor, out)
     return out
 
 
-#: categorical split settings when none are given (LightGBM's defaults):
-#: max_cat_to_onehot, max_cat_threshold, cat_smooth, cat_l2, min_data_per_group
-DEFAULT_CAT_CFG = np.array([4.0, 32.0, 10.0, 10.0, 100.0])
+#: categorical split settings when none are given (LightGBM's defaults)
+DEFAULT_CAT_CFG = CatSettings()
 
 
 def _cat_args(n_features, is_cat, cat_cfg, cat_words=1):
@@ -336,8 +329,7 @@ def bits_sums(pool, slots, off, nv, bits, scales, cnt_factor):
     """(grad, hess, count) sums of the bins of one feature (``off``, ``nv`` value
     bins) whose bit is set in ``bits``, per slot (m, 3)."""
     out = np.empty((slots.shape[0], 3), np.int64)
-    _split_cat.bits_sums(pool.hist, slots, off, nv, bits, int(scales[2]), bool(scales[3]),
-                         cnt_factor, out)
+    _split_cat.bits_sums(pool.hist, slots, off, nv, bits, scales, cnt_factor, out)
     return out
 
 
