@@ -109,4 +109,4 @@ def find_level_split_categorical(hist, slots, node_rows, feat_off, n_value_bins,
             continue
         out_gain[f] = category_split(hist, slots, feat_off[f], n_value_bins[f], tots, parents,
                                      cfs, scales, cfg, cat_cfg, min_child_samples, True,
-                                     out_bits[f])
+                                     out_bits[f])[0]
