@@ -2,7 +2,7 @@
 loop's protocol (``HistogramPool``, ``quantize``, ``build_histograms`` and
 ``find_best_splits`` for the root, ``split_nodes`` for every batch after it (partition,
 children's histograms, their splits, children written to the ``bonsai.nodes`` table),
-``find_level_split``, ``node_sums``, ``range_sums``, ``add_leaf_values``,
+``find_level_split``, ``range_sums``, ``bits_sums``, ``add_leaf_values``,
 ``leaf_sums``, ``predict_*``).  Optional
 backends are imported lazily, so a missing GPU stack never breaks ``import bonsai``.
 """
