@@ -25,6 +25,7 @@ from ._profile import stage
 from .comm import LOCAL
 from .nodes import (BIN, COUNT, DEFAULT_LEFT, DEPTH, FEATURE, LEFT, RIGHT, SLOT, START, STOP,
                     NodeTable)
+from .split_settings import CatSettings, SplitSettings
 from .tree import Tree, cat_bitsets
 
 
@@ -50,14 +51,12 @@ class Grower:
         self.max_depth = p.max_depth
         self.max_leaves = p.max_leaves
         self.min_child_samples = p.min_child_samples
-        self.cfg = np.array([p.reg_lambda, p.reg_alpha, p.max_delta_step,
-                             p.min_child_weight, p.min_split_gain])
+        self.cfg = SplitSettings.from_params(p)
         self.colsample = (p.colsample_bytree, p.colsample_bylevel, p.colsample_bynode)
         self._all_features = np.ones((2, self.n_value_bins.shape[0]), np.uint8)
         self._no_features = np.zeros((2, self.n_value_bins.shape[0]), np.uint8)
         self.has_cat = bool(bin_mapper.is_cat.any())
-        self.cat_cfg = np.array([p.max_cat_to_onehot, p.max_cat_threshold, p.cat_smooth,
-                                 p.cat_l2, p.min_data_per_group], np.float64)
+        self.cat_cfg = CatSettings.from_params(p)
         self.nodes = NodeTable(2 * p.max_leaves + 1 if p.max_leaves > 0 else 64,
                                bin_mapper.cat_words)
         self.builder = backend.tree_builder(data, n_threads, self._pool_capacity(p, n_threads),
@@ -220,7 +219,7 @@ class Grower:
             cf = int(np.argmax(cat_gain))   # first max: lowest feature
             if cat_gain[cf] > best:         # a numeric split wins ties
                 cat_f, best = cf, cat_gain[cf]
-        if not (best > max(self.cfg[4], 0.0)):
+        if not (best > max(self.cfg.min_split_gain, 0.0)):
             return []
         sums = nodes.sums[fr]        # written when the split step evaluated these nodes
         cnt_factor = np.where(sums[:, 1] > 0, rows / np.maximum(sums[:, 1], 1), 0.0)
@@ -328,9 +327,9 @@ class Grower:
         left = t[:, LEFT].astype(np.int32)
         right = t[:, RIGHT].astype(np.int32)
         sums = nodes.sums[:n]
-        cover = sums[:, 1] / scales[1]
+        cover = sums[:, 1] / scales.hess
         value = np.empty(n)
-        self.backend.leaf_weights(sums[:, 0] / scales[0], cover, self.cfg, value)
+        self.backend.leaf_weights(sums[:, 0] / scales.grad, cover, self.cfg, value)
         count = t[:, COUNT].copy()
         internal = left >= 0
         feature = np.where(internal, t[:, FEATURE], -1).astype(np.int32)

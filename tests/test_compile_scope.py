@@ -26,7 +26,8 @@ _SCRIPT = r"""
 import json
 import numpy as np
 from bonsai.backends.cpu import histogram as H, partition as P, split as S, split_cat as SC
-from bonsai.backends.cpu import step
+from bonsai.backends.cpu import _gain as G, step
+from bonsai.split_settings import CatSettings, Scales, SplitSettings
 
 n, F, nv = 64, 3, 4
 feat_off = np.arange(F + 1, dtype=np.int64) * (nv + 1)
@@ -51,15 +52,15 @@ m2 = 2
 outs = step.split_outputs(m2, 1)
 step.scan_children(hist, step.local_child_rows(one(0), one(n), nleft), np.array([0, -1], np.int64),
                    np.full(m2, -1, np.int64), feat_off, n_value_bins,
-                   np.ones((m2, F), np.uint8), None, np.zeros(5),
-                   np.array([1.0, 1.0, 20.0, 0.0, 1.0, 1.0]), np.array([1.0, 0, 0, 0, 0]),
-                   1, None, *outs)
+                   np.ones((m2, F), np.uint8), None, CatSettings(), Scales.exact(1.0, 1.0, 20),
+                   SplitSettings(1.0, 0.0, 0.0, 0.0, 0.0), 1, None, *outs)
 sig = lambda d: len(d.signatures)
 print("COUNTS " + json.dumps({
     "used": {"build_histograms.serial": sig(H.build_histograms.serial),
              "_fill_range": sig(H._fill_range),
              "partition_nodes.serial": sig(P.partition_nodes.serial),
-             "_best_split": sig(S._best_split)},
+             "_best_split": sig(S._best_split),
+             "bin_sums": sig(G.bin_sums)},
     "unused": {"build_histograms": sig(H.build_histograms),
                "build_histograms_sparse.serial": sig(H.build_histograms_sparse.serial),
                "restore_default_bins.serial": sig(H.restore_default_bins.serial),
@@ -68,7 +69,8 @@ print("COUNTS " + json.dumps({
                "partition_nodes": sig(P.partition_nodes),
                "find_best_splits": sig(S.find_best_splits),
                "find_best_splits.serial": sig(S.find_best_splits.serial),
-               "scan_categorical": sig(SC.scan_categorical)}}))
+               "scan_categorical": sig(SC.scan_categorical),
+               "category_split": sig(G.category_split)}}))
 """
 
 

@@ -9,12 +9,14 @@ from bonsai.backends import cpu
 from bonsai.backends.cpu import binning as kbin
 from bonsai.backends.cpu.layout import to_blocked
 from bonsai.binning import BinMapper, QuantileSummary, summarize
+from bonsai.split_settings import Scales, SplitSettings
 from bonsai.tree import concat, concat_oblivious
 from reference.naive import (gh_parts, ghc_to_hist, hist_to_ghc, naive_best_split,
                              naive_goes_left, naive_histogram, naive_level_gains,
                              naive_predict_margin, naive_tree_leaf)
 
-CFG_DEFAULT = np.array([1.0, 0.0, 0.0, 1e-3, 0.0])  # lambda, alpha, mds, mcw, msg
+CFG_DEFAULT = SplitSettings(reg_lambda=1.0, reg_alpha=0.0, max_delta_step=0.0,
+                            min_child_weight=1e-3, min_split_gain=0.0)
 
 
 def _layout(n_value_bins):
@@ -314,13 +316,13 @@ def test_quantize_is_rint_of_scaled_values():
     with thread_context(2):
         scales = cpu.quantize(g, h, 1000, out)
     gq, hq, cnt = gh_parts(out, scales)
-    np.testing.assert_array_equal(gq, np.rint(g.astype(np.float64) * scales[0]))
-    np.testing.assert_array_equal(hq, np.rint(h.astype(np.float64) * scales[1]))
+    np.testing.assert_array_equal(gq, np.rint(g.astype(np.float64) * scales.grad))
+    np.testing.assert_array_equal(hq, np.rint(h.astype(np.float64) * scales.hess))
     np.testing.assert_array_equal(cnt, 1)
     # no possible sum over all rows overflows int64 (Python ints: exact)
     assert sum(abs(int(v)) for v in out[:, 0]) < 2**63
     assert sum(int(v) for v in out[:, 1]) < 2**63
-    assert np.abs(g).max() * scales[0] * 1000 <= 2.0**62
+    assert np.abs(g).max() * scales.grad * 1000 <= 2.0**62
 
 
 # ---- split finding -----------------------------------------------------------------------
@@ -367,7 +369,7 @@ def test_find_best_splits_random_vs_naive(cfg):
     g = rng.normal(size=n) + 3.0 * (X[:, 2] > 6)
     h = rng.uniform(0.1, 2.0, n)
     gh, scales, gq, hq = _quantized(rng, n, g, h)
-    cfg = np.array(cfg, np.float64)
+    cfg = SplitSettings(*(float(v) for v in cfg))   # lambda, alpha, mds, mcw, msg
     idx = rng.permutation(n).astype(np.uint32)
     cuts = [0, 200, 230, 600]
     H_list = [naive_histogram(X, feat_off, gq, hq, idx[a:b])
@@ -692,9 +694,10 @@ def test_quantize_scale_from_max_abs_and_non_finite_gradients(n):
     for threads in (1, 2):
         with thread_context(threads):
             scales = cpu.quantize(g, h, n, gh)
-        assert scales[0] == fixed_point_scale(float(np.max(np.abs(g))), n)
-        assert scales[1] == fixed_point_scale(float(np.max(np.abs(h))), n,
-                                              FIXED_POINT_BITS - count_bits(n))
+        sg = fixed_point_scale(float(np.max(np.abs(g))), n)
+        sh = fixed_point_scale(float(np.max(np.abs(h))), n, FIXED_POINT_BITS - count_bits(n))
+        # the split kernels' named cell scales, reciprocals included
+        assert scales == Scales(sg, sh, float(count_bits(n)), 0.0, 1.0 / sg, 1.0 / sh)
     for bad in (np.nan, np.inf, -np.inf):
         for arr in ("g", "h"):
             g2, h2 = g.copy(), h.copy()
@@ -708,7 +711,8 @@ def test_quantize_scale_from_max_abs_and_non_finite_gradients(n):
 def test_leaf_weights_array_equals_scalar(lam, alpha, mds):
     """The grower's array form of the leaf weight equals the split kernels' scalar one
     bit for bit (signs of zero included), empty and zero-hessian nodes too."""
-    from bonsai.backends.cpu.split import leaf_weight, leaf_weights
+    from bonsai.backends.cpu._gain import leaf_weight
+    from bonsai.backends.cpu.split import leaf_weights
     rng = np.random.default_rng(4)
     g = np.concatenate([rng.normal(size=200) * 3, [0.0, -0.0, 0.2, -0.2, alpha, -alpha]])
     h = np.concatenate([rng.uniform(0, 2, size=200), [0.0, 0.0, 0.0, 1.0, 1.0, 0.0]])

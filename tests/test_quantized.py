@@ -26,15 +26,16 @@ def test_packed_quantization_is_unbiased_and_unpacks_exactly():
     out = np.empty((n, 1), np.int64)
     with thread_context(2):
         scales = cpu.quantize(g, h, n, out, quant_bins=16, seed=123)
-    assert scales[3] == 1.0
+    assert scales.packed == 1.0 and scales.count_bits == 0.0
+    assert (scales.inv_grad, scales.inv_hess) == (1.0 / scales.grad, 1.0 / scales.hess)
     gq = out[:, 0] >> 32
     hq = out[:, 0] & 0xFFFFFFFF
     assert np.all(np.abs(gq) <= 17) and np.all((hq >= 0) & (hq <= 17))
     # each value is one of the two neighbouring integers of value * scale
-    assert np.all(np.abs(gq - g * scales[0]) < 1.0)
-    assert np.all(np.abs(hq - h * scales[1]) < 1.0)
+    assert np.all(np.abs(gq - g * scales.grad) < 1.0)
+    assert np.all(np.abs(hq - h * scales.hess) < 1.0)
     # stochastic rounding is unbiased: the sum stays close to the exact sum
-    assert abs(gq.sum() / scales[0] - g.astype(np.float64).sum()) < 4 * np.sqrt(n) / scales[0]
+    assert abs(gq.sum() / scales.grad - g.astype(np.float64).sum()) < 4 * np.sqrt(n) / scales.grad
     # a sum of packed cells unpacks to the sums of the parts
     tot = out[:, 0].sum()
     assert (tot >> 32) == gq.sum() and (tot & 0xFFFFFFFF) == hq.sum()

@@ -43,8 +43,8 @@ def naive_histogram(X_binned, feat_off, gq, hq, rows):
 # ---- the kernels' storage layout -------------------------------------------------------
 # The oracles work on plain (grad, hess, count) triples.  The kernels may store them
 # differently (3 int64 channels, or 2 channels with hess and count packed as
-# ``hess * 2**count_bits + count``, count_bits = int(scales[2])); these adapters are the
-# only place that knows.
+# ``hess * 2**count_bits + count``, count_bits = int(scales.count_bits)); these adapters
+# are the only place that knows.
 
 def _n_channels():
     from bonsai._dtypes import N_HIST_CHANNELS
@@ -55,7 +55,7 @@ def gh_parts(gh, scales):
     """Quantized per-row (gq, hq, count) from the kernels' (n, 2) ``gh``."""
     if _n_channels() == 3:
         return gh[:, 0].copy(), gh[:, 1].copy(), np.ones(gh.shape[0], np.int64)
-    cb = int(scales[2])
+    cb = int(scales.count_bits)
     return gh[:, 0].copy(), gh[:, 1] >> cb, gh[:, 1] & ((1 << cb) - 1)
 
 
@@ -64,7 +64,7 @@ def hist_to_ghc(H, scales):
     H = np.asarray(H)
     if _n_channels() == 3:
         return H.copy()
-    cb = int(scales[2])
+    cb = int(scales.count_bits)
     return np.stack([H[:, 0], H[:, 1] >> cb, H[:, 1] & ((1 << cb) - 1)], axis=1)
 
 
@@ -73,7 +73,7 @@ def ghc_to_hist(H3, scales):
     H3 = np.asarray(H3, np.int64)
     if _n_channels() == 3:
         return H3.copy()
-    cb = int(scales[2])
+    cb = int(scales.count_bits)
     return np.stack([H3[:, 0], (H3[:, 1] << cb) + H3[:, 2]], axis=1)
 
 
@@ -115,7 +115,7 @@ def naive_split_candidates(H, feat_off, n_value_bins, mask, scales, cfg, min_chi
     sums are recomputed from scratch for each candidate (no running sums).
     """
     lam, alpha, mds, mcw, _ = (float(c) for c in cfg)
-    sg, sh = float(scales[0]), float(scales[1])
+    sg, sh = float(scales.grad), float(scales.hess)
     n_features = len(n_value_bins)
     f0 = slice(int(feat_off[0]), int(feat_off[1]))
     tg, th, tc = (int(v) for v in H[f0].sum(axis=0))
@@ -152,7 +152,7 @@ def naive_best_split(H, feat_off, n_value_bins, mask, scales, cfg, min_child_sam
     """Brute-force best split of one node histogram ``H`` (n_bins_total, 3).
 
     Returns dict(gain, feature, bin, default_left, left_sums, sums); gain is -inf and
-    feature -1 when no candidate beats ``min_split_gain`` (cfg[4]).
+    feature -1 when no candidate beats ``min_split_gain`` (``cfg``, a ``SplitSettings``).
     """
     f0 = slice(int(feat_off[0]), int(feat_off[1]))
     sums = tuple(int(v) for v in H[f0].sum(axis=0))
@@ -161,7 +161,7 @@ def naive_best_split(H, feat_off, n_value_bins, mask, scales, cfg, min_child_sam
                                        min_child_samples):
         if best is None or cand[0] > best[0]:
             best = cand
-    if best is None or not best[0] > float(cfg[4]):
+    if best is None or not best[0] > float(cfg.min_split_gain):
         return {"gain": -math.inf, "feature": -1 if best is None else best[1],
                 "bin": -1 if best is None else best[2], "default_left": None,
                 "left_sums": None, "sums": sums}
@@ -174,7 +174,7 @@ def naive_level_gains(Hs, feat_off, n_value_bins, mask, scales, cfg, min_child_s
     """Oblivious level: summed gain of each (cell, dl) over the nodes ``Hs``; a node
     where the candidate breaks a constraint adds 0; masked features -inf."""
     lam, alpha, mds, mcw, _ = (float(c) for c in cfg)
-    sg, sh = float(scales[0]), float(scales[1])
+    sg, sh = float(scales.grad), float(scales.hess)
     out = np.full((int(feat_off[-1]), 2), -math.inf)
     for f in range(len(n_value_bins)):
         if not mask[f]:

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..._dtypes import FIXED_POINT_BITS, count_bits, fixed_point_scale
 from ...comm import LOCAL
+from ...split_settings import CatSettings, Scales
 from . import histogram as _hist
 from . import partition as _part
 from . import predict as _pred
@@ -90,11 +91,11 @@ def quantize(grad, hess, n_rows, out, quant_bins=0, seed=0, comm=LOCAL, row0=0):
     ``quant_bins`` levels and packed as ``g * 2**32 + h`` (one add per cell);
     ``quant_bins`` is lowered so that ``n_rows * quant_bins < 2**31``.
 
-    Returns ``scales = [grad scale, hess scale, count_bits, packed, 1 / grad scale,
-    1 / hess scale]`` (float64), which every split kernel takes to turn cells back
-    into sums (exact-mode scales are powers of two: their reciprocals are exact).
-    The largest |grad| and |hess| are taken over every shard, so all shards share
-    one scale.
+    Returns the tree's ``bonsai.split_settings.Scales`` (grad and hess scales,
+    count_bits, packed, their reciprocals), which every split kernel takes to turn
+    cells back into sums (exact-mode scales are powers of two: their reciprocals are
+    exact).  The largest |grad| and |hess| are taken over every shard, so all
+    shards share one scale.
     """
     m = np.zeros(2)
     if grad.size:
@@ -112,12 +113,12 @@ def quantize(grad, hess, n_rows, out, quant_bins=0, seed=0, comm=LOCAL, row0=0):
         sh = q / max_h if max_h > 0 else 1.0
         _pick(_hist.quantize_packed, _parallel_rows(grad.shape[0]))(
             grad, hess, sg, sh, np.uint64(seed), np.int64(row0), out)
-        return np.array([sg, sh, 0.0, 1.0, 1.0 / sg, 1.0 / sh])
+        return Scales.quantized(sg, sh)
     cb = count_bits(n_rows)
     sg = fixed_point_scale(max_g, n_rows)
     sh = fixed_point_scale(max_h, n_rows, FIXED_POINT_BITS - cb)
     _pick(_hist.quantize_gradients, _parallel_rows(grad.shape[0]))(grad, hess, sg, sh, cb, out)
-    return np.array([sg, sh, float(cb), 0.0, 1.0 / sg, 1.0 / sh])
+    return Scales.exact(sg, sh, cb)
 
 
 def build_histograms(pool, X_binned, feat_off, gh, idx, starts, stops, slots, n_threads,
@@ -159,14 +160,12 @@ def range_sums(pool, slots, lo, hi, extra, scales, cnt_factor):
     """(grad, hess, count) sums of bins ``lo:hi`` (plus bin ``extra`` if >= 0) per slot;
     ``cnt_factor`` (m,) estimates counts in packed mode."""
     out = np.empty((slots.shape[0], 3), np.int64)
-    _split.range_sums(pool.hist, slots, lo, hi, extra, int(scales[2]), bool(scales[3]),
-                      cnt_factor, out)
+    _split.range_sums(pool.hist, slots, lo, hi, extra, scales, cnt_factor, out)
     return out
 
 
-#: categorical split settings when none are given (LightGBM's defaults):
-#: max_cat_to_onehot, max_cat_threshold, cat_smooth, cat_l2, min_data_per_group
-DEFAULT_CAT_CFG = np.array([4.0, 32.0, 10.0, 10.0, 100.0])
+#: categorical split settings when none are given (LightGBM's defaults)
+DEFAULT_CAT_CFG = CatSettings()
 
 
 def _cat_args(n_features, is_cat, cat_cfg, cat_words=1):
@@ -221,8 +220,7 @@ def bits_sums(pool, slots, off, nv, bits, scales, cnt_factor):
     """(grad, hess, count) sums of the bins of one feature (``off``, ``nv`` value
     bins) whose bit is set in ``bits``, per slot (m, 3)."""
     out = np.empty((slots.shape[0], 3), np.int64)
-    _split_cat.bits_sums(pool.hist, slots, off, nv, bits, int(scales[2]), bool(scales[3]),
-                         cnt_factor, out)
+    _split_cat.bits_sums(pool.hist, slots, off, nv, bits, scales, cnt_factor, out)
     return out
 
 
@@ -275,7 +273,7 @@ def leaf_sums(grad, hess, idx, leaf_start, leaf_stop, comm=LOCAL):
 def leaf_weights(g, h, cfg, out):
     """``out[i]``: the regularised leaf value of sums (g[i], h[i]) under ``cfg``
     (``SplitSettings``)."""
-    _split.leaf_weights(g, h, cfg[0], cfg[1], cfg[2], out)
+    _split.leaf_weights(g, h, cfg.reg_lambda, cfg.reg_alpha, cfg.max_delta_step, out)
 
 
 #: below this many rows prediction runs on the calling thread (no parallel region)

@@ -230,19 +230,16 @@ class TreeBuilder:
         """(grad, hess, count) sums of bins ``lo:hi`` (plus bin ``extra`` if >= 0) per
         slot; ``cnt_factor`` (m,) estimates counts in packed mode."""
         out = np.empty((slots.shape[0], 3), np.int64)
-        s = self.scales
-        _split.range_sums(self.pool.hist, slots, lo, hi, extra, int(s[2]), bool(s[3]),
-                          cnt_factor, out)
+        _split.range_sums(self.pool.hist, slots, lo, hi, extra, self.scales, cnt_factor, out)
         return out
 
     def bits_sums(self, slots, feature, bits, cnt_factor):
         """(grad, hess, count) sums of the bins of ``feature`` whose bit is set in
         ``bits``, per slot (m, 3)."""
         out = np.empty((slots.shape[0], 3), np.int64)
-        s = self.scales
         _split_cat.bits_sums(self.pool.hist, slots, int(self.feat_off[feature]),
-                             int(self.n_value_bins[feature]), bits, int(s[2]), bool(s[3]),
-                             cnt_factor, out)
+                             int(self.n_value_bins[feature]), bits, self.scales, cnt_factor,
+                             out)
         return out
 
 
