@@ -134,13 +134,7 @@ def train(params, train_set, num_boost_round=None, valid_sets=None, valid_names=
     k_out = objective.n_outputs(p.num_class)
     n = y.shape[0]
     metrics = _metrics(p, objective)
-    callbacks = list(callbacks or [])
-    for cb in callbacks:
-        if not isinstance(cb, TrainingCallback):
-            raise TypeError(f"callbacks must be TrainingCallback instances, got {type(cb).__name__}")
-    if p.early_stopping_rounds is not None:
-        callbacks.append(EarlyStopping(p.early_stopping_rounds))
-
+    callbacks = _callbacks(callbacks, p)
     if not _comm_mod.is_local(comm):
         _check_shards(comm, p, train_set)
     booster = _new_booster(p, objective, train_set, y, w, k_out, init_model, comm)
@@ -154,20 +148,8 @@ def train(params, train_set, num_boost_round=None, valid_sets=None, valid_names=
         evals = [_EvalSet(nm, ds, train_set, booster.base_score, k_out, init_model)
                  for nm, ds in zip(names, valid_sets or [])]
         row0, _ = _comm_mod.row_offset(comm, n)
-        enc = None
-        if p.cat_encoding == "ordered" and train_set.categories is not None:
-            if init_model is not None:
-                raise ValueError("init_model: continued training with cat_encoding='ordered' "
-                                 "is not supported (the new trees would need the first "
-                                 "model's target statistics); train the model in one call")
-            with stage("ctr"):
-                enc = OrderedEncoding(train_set, y, objective.name, k_out, p)
-                for ev in evals:
-                    enc.add_eval(ev, ev.dataset)
-            booster.ctr = enc.model
-            grower = Grower(backend, backend.prepare(enc), p, used_threads, comm)
-        else:
-            grower = Grower(backend, backend.prepare(train_set), p, used_threads, comm)
+        grower, enc = _grower(p, backend, train_set, y, objective, k_out, booster, evals,
+                              init_model, used_threads, comm)
         rounds = _boost(p, booster, objective, grower, backend, y, w, raw, evals,
                         metrics, callbacks, k_out, enc, comm, row0)
         if _stepwise:
@@ -177,6 +159,36 @@ def train(params, train_set, num_boost_round=None, valid_sets=None, valid_names=
                 next(rounds)
             except StopIteration as done:
                 return done.value
+
+
+def _callbacks(callbacks, p):
+    """The user's callbacks (checked), then early stopping if ``p`` asks for it."""
+    callbacks = list(callbacks or [])
+    for cb in callbacks:
+        if not isinstance(cb, TrainingCallback):
+            raise TypeError(f"callbacks must be TrainingCallback instances, got {type(cb).__name__}")
+    if p.early_stopping_rounds is not None:
+        callbacks.append(EarlyStopping(p.early_stopping_rounds))
+    return callbacks
+
+
+def _grower(p, backend, train_set, y, objective, k_out, booster, evals, init_model,
+            n_threads, comm):
+    """(the fit's Grower over the backend's prepared data, the ordered encoding or
+    None): with ``cat_encoding="ordered"`` the grower trains on the encoding's
+    columns, and the eval sets get them too."""
+    if not (p.cat_encoding == "ordered" and train_set.categories is not None):
+        return Grower(backend, backend.prepare(train_set), p, n_threads, comm), None
+    if init_model is not None:
+        raise ValueError("init_model: continued training with cat_encoding='ordered' "
+                         "is not supported (the new trees would need the first "
+                         "model's target statistics); train the model in one call")
+    with stage("ctr"):
+        enc = OrderedEncoding(train_set, y, objective.name, k_out, p)
+        for ev in evals:
+            enc.add_eval(ev, ev.dataset)
+    booster.ctr = enc.model
+    return Grower(backend, backend.prepare(enc), p, n_threads, comm), enc
 
 
 def _combination_round(p):
