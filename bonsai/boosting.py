@@ -420,12 +420,7 @@ def _evaluate(evals, objective, metrics, evals_log, comm=_comm_mod.LOCAL):
     """Every metric of every valid set (over every shard: on the gathered labels,
     margins and weights, in rank order)."""
     for ev in evals:
-        y, raw, w = ev.y, ev.raw, ev.w
-        if not _comm_mod.is_local(comm):
-            ranks = comm.allgather((y, raw, w))
-            y = np.concatenate([r[0] for r in ranks])
-            raw = np.concatenate([r[1] for r in ranks], axis=1)
-            w = None if w is None else np.concatenate([r[2] for r in ranks])
+        y, raw, w = _comm_mod.gather_concat(comm, (ev.y, ev.raw, ev.w))
         pred = objective.transform(raw)
         log = evals_log.setdefault(ev.name, {})
         for m in metrics:

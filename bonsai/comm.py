@@ -84,12 +84,13 @@ def is_local(comm):
 
 
 def gather_concat(comm, arrays):
-    """The rank-order concatenation of each of ``arrays`` (a tuple of 1-D arrays or
-    None) over ranks; with one rank, the arrays themselves."""
+    """The rank-order concatenation, along their last (row) axis, of each of
+    ``arrays`` (a tuple of arrays or None) over ranks; with one rank, the arrays
+    themselves."""
     if is_local(comm):
         return arrays
     parts = comm.allgather(arrays)
-    return tuple(None if a is None else np.concatenate([p[i] for p in parts])
+    return tuple(None if a is None else np.concatenate([p[i] for p in parts], axis=-1)
                  for i, a in enumerate(arrays))
 
 

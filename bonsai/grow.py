@@ -40,7 +40,6 @@ class Grower:
     def __init__(self, backend, data, params, n_threads, comm=LOCAL):
         bin_mapper = data.bin_mapper
         self.backend = backend
-        self.data = data
         self.bm = bin_mapper
         self.feat_off = bin_mapper.feat_off
         self.n_value_bins = bin_mapper.n_value_bins

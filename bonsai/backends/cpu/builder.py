@@ -97,7 +97,11 @@ class TreeBuilder:
         self.tmp = np.empty(self.n_rows, IDX)
         self.cfg, self.cat_cfg, self.min_child_samples = settings, cat, min_child_samples
         self.comm = comm
-        self.staged = not isinstance(comm, LocalComm) or _profile.ENABLED
+        self.local = isinstance(comm, LocalComm)
+        self.staged = not self.local or _profile.ENABLED
+        # fit constants of every split-step call, looked up once here
+        self.packed = _packed(self.gh)
+        self.scratch_slots = self.pool.scratch(max(n_threads - 1, 1))
         self.scales = None
         self.idx = None
 
@@ -119,23 +123,20 @@ class TreeBuilder:
         (``masks (2m, F)``), children written as table rows ``nodes.n..nodes.n + 2m -
         1`` (the caller reserves them).  Returns (ids of the children that can split,
         slots to free), as lists.  An empty ``batch`` evaluates the root instead."""
+        if self.staged:
+            return self._split_staged(nodes, batch, new_slot, child_ok, min_split_rows, masks)
         m = batch.shape[0]
         expand = np.empty(2 * m, np.int64)
         free = np.empty(2 * m, np.int64)
-        if self.staged:
-            return self._split_staged(nodes, batch, new_slot, child_ok, min_split_rows, masks)
         layout, X_dense, sp_ptr, sp_bins, sp_default = self.layout
         n_e, n_f = _step.split_nodes(
             layout, self.X_cols, X_dense, sp_ptr, sp_bins, sp_default, self.feat_off,
-            self.n_value_bins, self.feature_missing_bin, self.gh, _packed(self.gh), self.idx,
+            self.n_value_bins, self.feature_missing_bin, self.gh, self.packed, self.idx,
             self.tmp, self.pool.hist, nodes.ints, nodes.gain, nodes.sums, nodes.left_sums,
-            nodes.bits, batch, nodes.n, new_slot, self._scratch(), child_ok, min_split_rows,
+            nodes.bits, batch, nodes.n, new_slot, self.scratch_slots, child_ok, min_split_rows,
             masks, self.is_cat, self.cat_cfg, self.scales, self.cfg, self.min_child_samples,
             self.par, self._identity(m), expand, free)
         return expand[:n_e].tolist(), free[:n_f].tolist()
-
-    def _scratch(self):
-        return self.pool.scratch(max(self.n_threads - 1, 1))
 
     def _identity(self, m):
         return m == 0 and self.idx.shape[0] == self.n_rows
@@ -144,13 +145,13 @@ class TreeBuilder:
         layout, X_dense, sp_ptr, sp_bins, sp_default = self.layout
         with _profile.stage("histograms"):
             _step.build(layout, X_dense, sp_ptr, sp_bins, sp_default, self.feat_off, self.gh,
-                        _packed(self.gh), self.idx, identity, starts, stops, slots,
-                        self._scratch(), self.par, self.pool.hist)
+                        self.packed, self.idx, identity, starts, stops, slots,
+                        self.scratch_slots, self.par, self.pool.hist)
             self._reduce_slots(slots)
 
     def _reduce_slots(self, slots):
         """Sum this shard's histograms ``slots`` over every shard (exact: integers)."""
-        if isinstance(self.comm, LocalComm) or slots.shape[0] == 0:
+        if self.local or slots.shape[0] == 0:
             return
         hist = self.pool.hist
         hist[slots] = self.comm.allreduce_sum(np.ascontiguousarray(hist[slots]))
@@ -178,7 +179,7 @@ class TreeBuilder:
             _step.partition(self.X_cols, self.idx, self.tmp, starts, stops, feature, bin_, dl,
                             f_missing, p_bits, self.par, nleft)
         child_rows = _step.local_child_rows(starts, stops, nleft)
-        if not isinstance(self.comm, LocalComm):
+        if not self.local:
             child_rows = np.asarray(self.comm.allreduce_sum(child_rows), np.int64)
         slot = np.empty(2 * m, np.int64)
         b_start, b_stop, b_slot, sub = _step.plan_children(

@@ -21,6 +21,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
+from ..._profile import stage
 from . import binning as _kernels
 from . import step as _step
 
@@ -124,15 +125,10 @@ def prepare(data):
     set and column array, then cached on it (``_backend_data``)."""
     cache = getattr(data, "_backend_data", None)
     if cache is None:
-        cache = {}
-        try:
-            data._backend_data = cache
-        except AttributeError:
-            pass
+        cache = data._backend_data = {}
     hit = cache.get("cpu")
     if hit is not None and hit.X_cols is data.X_cols and hit.bin_mapper is data.bin_mapper:
         return hit
-    from ..._profile import stage
     with stage("bin_layout"):
         out = CpuData(data.X_cols, build_layout(data.X_cols, data.bin_mapper), data.bin_mapper)
     cache["cpu"] = out
