@@ -16,22 +16,22 @@ import numpy as np
 def _parallel_thresholds():
     """Lower the thresholds above which work is cut between threads (they are read at
     every call), so tiny fits run, and compile, the parallel kernels."""
-    from . import binning
-    from .backends import HOST, get_backend
+    from .backends import HOST, get_backend, kernels
     cpu = get_backend(HOST)
+    cells = kernels("binning")      # binning and layout kernels: by cell count
     names = ("MIN_ROWS_PER_THREAD", "MIN_PARTITION_ROWS_PER_THREAD", "MIN_PARALLEL_SPLIT_NODES",
              "MIN_PARALLEL_MAX_ABS_ROWS", "SERIAL_PREDICT_ROWS", "MIN_PARALLEL_PREDICT_WORK")
     saved = {n: getattr(cpu, n) for n in names}
-    saved_cells = binning.PARALLEL_CELLS
+    saved_cells = cells.PARALLEL_CELLS
     try:
         for n in names:
             setattr(cpu, n, 1)
-        binning.PARALLEL_CELLS = 1
+        cells.PARALLEL_CELLS = 1
         yield
     finally:
         for n, v in saved.items():
             setattr(cpu, n, v)
-        binning.PARALLEL_CELLS = saved_cells
+        cells.PARALLEL_CELLS = saved_cells
 
 
 def _fits(rng):

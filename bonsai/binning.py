@@ -19,16 +19,7 @@ _kernels = kernels("binning")   # the host CPU's binning kernels
 
 #: rows sampled to build the summaries (as LightGBM's bin_construct_sample_cnt)
 SAMPLE_ROWS = 200_000
-#: binning kernels run in parallel from this many cells (rows x features); below it
-#: they take a few milliseconds on one thread, and a small first fit compiles no
-#: parallel binning kernel
-PARALLEL_CELLS = 1 << 18
-
-
-def _pick(kernel, n_cells):
-    """``kernel`` (parallel) for ``n_cells`` cells with more than one thread, else its
-    serial twin: the same results either way."""
-    return kernel if n_cells >= PARALLEL_CELLS and numba.get_num_threads() > 1 else kernel.serial
+_pick = _kernels.pick_by_cells   # parallel kernel from PARALLEL_CELLS cells
 
 
 def _unit_or(w):

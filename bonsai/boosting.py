@@ -215,8 +215,8 @@ def _with_categorical(ds, spec):
 
 
 def _check_shards(comm, p, train_set):
-    """Every rank must bin with the same edges and categories, and train with the
-    same parameters: a ValueError naming what differs."""
+    """Every rank must bin with the same edges, categories and features (a
+    ValueError naming the ranks that differ), and ordered encoding needs one shard."""
     bm = train_set.bin_mapper
     mine = (bm.to_dict(), None if train_set.categories is None else repr(train_set.categories),
             train_set.n_features)

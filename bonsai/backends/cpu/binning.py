@@ -13,8 +13,21 @@ the feature's missing bin ``t + 1``.  +inf lands in bin ``t`` and -inf in bin 0.
 import numpy as np
 from numba import njit, prange
 
+import numba
+
 from ._jit import parallel_kernel
 from .radix import radix_sort
+
+#: binning and layout kernels run in parallel from this many cells (rows x features);
+#: below it they take a few milliseconds on one thread, and a small first fit compiles
+#: no parallel binning kernel
+PARALLEL_CELLS = 1 << 18
+
+
+def pick_by_cells(kernel, n_cells):
+    """``kernel`` (parallel) for ``n_cells`` cells with more than one thread, else its
+    serial twin: the same results either way."""
+    return kernel if n_cells >= PARALLEL_CELLS and numba.get_num_threads() > 1 else kernel.serial
 
 
 @njit(cache=True, inline="always")

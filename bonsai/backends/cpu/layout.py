@@ -18,11 +18,11 @@ caches its result on the Dataset, so fits that reuse a Dataset build it once.
 """
 from typing import NamedTuple
 
-import numba
 import numpy as np
 
 from ..._profile import stage
 from . import binning as _kernels
+from .binning import pick_by_cells as _pick
 from . import step as _step
 
 #: a feature block's histogram should stay within this many bytes (L2-resident)
@@ -35,10 +35,6 @@ BLOCK_HIST_BYTES = 256 * 1024
 #: (fraction 0.13) 45.7 / 21.1 / 4.3 ms against 5.9 / 3.6 / 0.8 ms; continuous 1M x 28
 #: (fraction 1.0) 6.7 / 3.4 / 1.8 ms dense against 6.7 / 5.0 / 9.3 ms sparse.
 SPARSE_ROW_FRACTION = 0.7
-#: layout kernels run in parallel from this many cells (rows x features)
-PARALLEL_CELLS = 1 << 18
-
-
 class SparseRows(NamedTuple):
     """The sparse-rows histogram layout: row r lists the global histogram indices
     (``feat_off[f] + bin``, uint16) of its cells whose bin is not feature f's
@@ -59,10 +55,6 @@ class CpuData(NamedTuple):
     @property
     def n_rows(self):
         return self.X_cols.shape[1]
-
-
-def _pick(kernel, n_cells):
-    return kernel if n_cells >= PARALLEL_CELLS and numba.get_num_threads() > 1 else kernel.serial
 
 
 def block_width(n_features, max_bin):
