@@ -15,7 +15,7 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def category_sums(codes, target, n_categories, out_sums, out_counts):
     """Per-category target sums ``out_sums (C, S)`` and row counts ``out_counts (C,)``,
     summed in row order; rows with code -1 are skipped."""
@@ -30,7 +30,7 @@ def category_sums(codes, target, n_categories, out_sums, out_counts):
             out_sums[c, s] += target[i, s]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def encode_full(codes, sums, counts, prior, prior_weight, out, col):
     """``out[i, col + s]`` = the category's statistic over all training rows (the
     prior for code -1)."""
@@ -45,7 +45,7 @@ def encode_full(codes, sums, counts, prior, prior_weight, out, col):
                                    / (counts[c] + prior_weight))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def encode_ordered(codes, target, perm, n_categories, prior, prior_weight, out, col):
     """``out[i, col + s] += `` row i's ordered statistic under permutation ``perm``:
     the statistic of its category over the rows before it in ``perm`` (the prior

@@ -12,7 +12,7 @@ _EPS = 1e-15  # floor for probabilities / means before taking logs
 # --------------------------------------------------------------------------
 # numba kernels for the hot objectives
 # --------------------------------------------------------------------------
-@njit(cache=True, parallel=False)
+@njit(cache=True, nogil=True, parallel=False)
 def _sq_kernel(y, raw, w, has_w, g, h):  # pragma: no cover - compiled
     n = y.shape[0]
     if has_w:
@@ -25,13 +25,13 @@ def _sq_kernel(y, raw, w, has_w, g, h):  # pragma: no cover - compiled
             h[i] = 1.0
 
 
-@njit(cache=True, parallel=False)
+@njit(cache=True, nogil=True, parallel=False)
 def _neg_abs(raw, out):  # pragma: no cover - compiled
     for i in range(raw.shape[0]):
         out[i] = -abs(raw[i])
 
 
-@njit(cache=True, parallel=False)
+@njit(cache=True, nogil=True, parallel=False)
 def _binary_kernel(y, raw, e, w, has_w, g, h):  # pragma: no cover - compiled
     # e[i] = exp(-|raw[i]|) (computed by numpy's SIMD exp): stable sigmoid.
     n = y.shape[0]
@@ -47,7 +47,7 @@ def _binary_kernel(y, raw, e, w, has_w, g, h):  # pragma: no cover - compiled
         h[i] = hi
 
 
-@njit(cache=True, parallel=False)
+@njit(cache=True, nogil=True, parallel=False)
 def _expit(x):  # pragma: no cover - compiled
     """Stable logistic function of a 1-D float64 array (a new array)."""
     out = np.empty_like(x)
@@ -61,7 +61,7 @@ def _expit(x):  # pragma: no cover - compiled
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _shift_max(raw, out):  # pragma: no cover - compiled
     # out[k, i] = raw[k, i] - max_k raw[:, i]; row-wise loops vectorise.
     k_out, n = raw.shape
@@ -78,7 +78,7 @@ def _shift_max(raw, out):  # pragma: no cover - compiled
             ok[i] = rk[i] - m[i]
 
 
-@njit(cache=True, parallel=False)
+@njit(cache=True, nogil=True, parallel=False)
 def _softmax_kernel(y, e, w, has_w, factor, g, h):  # pragma: no cover
     # e[k, i] = exp(raw[k, i] - max_k raw[:, i]) (numpy's SIMD exp).
     k_out, n = e.shape

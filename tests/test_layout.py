@@ -264,3 +264,35 @@ def test_public_names_resolve_after_the_moves():
     assert bonsai.preprocessing.OrderedTargetEncoder is bonsai.sklearn.OrderedTargetEncoder
     from bonsai._version import __version__
     assert bonsai.__version__ == __version__
+
+
+# -------------------------------------------------------------- kernels release the GIL
+def njit_calls(tree):
+    """Every ``njit(...)`` call in a module's syntax tree (decorator or not)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.id if isinstance(f, ast.Name) else getattr(f, "attr", None)
+            if name == "njit":
+                yield node
+
+
+def test_every_kernel_releases_the_gil():
+    """A Dask worker runs a fit in a task thread while its event loop answers
+    heartbeats and peers' histograms: every compiled kernel is ``nogil=True``.  A bare
+    ``@njit`` (no call) would hold the GIL, so it is refused too."""
+    missing = []
+    for name, path in module_files(PACKAGE_DIR, "bonsai").items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for d in node.decorator_list:
+                    if isinstance(d, (ast.Name, ast.Attribute)) and \
+                            getattr(d, "id", getattr(d, "attr", None)) == "njit":
+                        missing.append(f"{name}:{d.lineno}")
+        for call in njit_calls(tree):
+            kw = {k.arg: k.value for k in call.keywords}
+            v = kw.get("nogil")
+            if not (isinstance(v, ast.Constant) and v.value is True):
+                missing.append(f"{name}:{call.lineno}")
+    assert not missing, f"njit without nogil=True at {missing}"

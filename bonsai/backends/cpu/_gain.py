@@ -36,7 +36,7 @@ LOW32 = np.int64(0xFFFFFFFF)
 
 # ---- formulas -----------------------------------------------------------------------
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, nogil=True, forceinline=True)
 def _threshold_l1(g, alpha):
     """``T(g)``: ``g`` shrunk towards 0 by ``alpha``.  Written as selects, not early
     returns (the same value: the tests are the same, in the same order): a 2-node
@@ -46,7 +46,7 @@ def _threshold_l1(g, alpha):
     return g - alpha if g > alpha else lo
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, nogil=True, forceinline=True)
 def leaf_weight(g, h, reg_lambda, reg_alpha, max_delta_step):
     """Optimal leaf weight ``-T(G) / (H + lambda)``, clipped to ``max_delta_step``."""
     den = h + reg_lambda
@@ -61,7 +61,7 @@ def leaf_weight(g, h, reg_lambda, reg_alpha, max_delta_step):
     return w
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def leaf_weights(g, h, reg_lambda, reg_alpha, max_delta_step, out):
     """``out[i] = leaf_weight(g[i], h[i], ...)`` over float64 arrays (the grower's
     finished nodes: one call per tree instead of one per node)."""
@@ -69,7 +69,7 @@ def leaf_weights(g, h, reg_lambda, reg_alpha, max_delta_step, out):
         out[i] = leaf_weight(g[i], h[i], reg_lambda, reg_alpha, max_delta_step)
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, nogil=True, forceinline=True)
 def leaf_score(g, h, reg_lambda, reg_alpha, max_delta_step):
     den = h + reg_lambda
     if den <= 0.0:
@@ -81,20 +81,20 @@ def leaf_score(g, h, reg_lambda, reg_alpha, max_delta_step):
     return -(2.0 * gt * w + den * w * w)
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, nogil=True, forceinline=True)
 def score(g, h, cfg):
     """``leaf_score`` with the regularisation of the ``SplitSettings`` ``cfg``."""
     return leaf_score(g, h, cfg.reg_lambda, cfg.reg_alpha, cfg.max_delta_step)
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, nogil=True, forceinline=True)
 def plain_gain(cfg):
     """Whether ``cfg`` scores a leaf as ``G^2 / (H + lambda)`` (no ``reg_alpha``, no
     ``max_delta_step``): the gain passes then skip the sign branches of ``T``."""
     return cfg.max_delta_step <= 0.0 and cfg.reg_alpha == 0.0
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, nogil=True, forceinline=True)
 def candidate_gain(cg, ch, tg, th, scales, cfg, parent, plain):
     """``split_gain`` for a candidate whose children already meet
     ``min_child_samples``.  Without ``max_delta_step`` and ``reg_alpha`` (``plain``)
@@ -121,7 +121,7 @@ def candidate_gain(cg, ch, tg, th, scales, cfg, parent, plain):
     return score(gl, hl, cfg) + score(gr, hr, cfg) - parent
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, nogil=True, forceinline=True)
 def split_gain(cg, ch, cc, tg, th, tc, scales, cfg, min_child_samples, parent, plain):
     """Gain of sending (cg, ch, cc) left out of the node total (tg, th, tc), or -inf
     when a child breaks ``min_child_samples`` / ``min_child_weight``."""
@@ -132,14 +132,14 @@ def split_gain(cg, ch, cc, tg, th, tc, scales, cfg, min_child_samples, parent, p
 
 # ---- cells --------------------------------------------------------------------------
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, nogil=True, forceinline=True)
 def cell_format(scales):
     """(packed, count_bits, count mask) of a tree's ``Scales``: how its cells read."""
     cbits = np.int64(scales.count_bits)
     return scales.packed != 0.0, cbits, (np.int64(1) << cbits) - 1
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, nogil=True, forceinline=True)
 def decode(a, c2, packed, cbits, mask, cnt_factor):
     """(grad, hess, count) of a cell sum.
 
@@ -158,7 +158,7 @@ def decode(a, c2, packed, cbits, mask, cnt_factor):
     return a, c2 >> cbits, c2 & mask
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def bin_sums(H, lo, hi, extra, bits, scales, cnt_factor, out):
     """Decoded (grad, hess, count) sums into ``out (3,)`` of the bins ``lo..hi-1`` of
     one histogram ``H (n_bins, C)`` -- with ``bits`` (uint64 words) only the bins
@@ -185,7 +185,7 @@ def bin_sums(H, lo, hi, extra, bits, scales, cnt_factor, out):
     out[2] = c
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, nogil=True, forceinline=True)
 def node_totals(H, feat_off, scales, n_rows, out):
     """A node's (grad, hess, count) sums into ``out (3,)``, read off feature 0's bins
     (every feature's bins, missing bin included, sum to the node total); in packed
@@ -197,7 +197,7 @@ def node_totals(H, feat_off, scales, n_rows, out):
 
 # ---- category sets ------------------------------------------------------------------
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, nogil=True, forceinline=True)
 def child_settings(cfg, cat):
     """The children's ``SplitSettings`` of a categorical split: ``reg_lambda +
     cat_l2`` (the parent keeps ``reg_lambda``, as in LightGBM)."""
@@ -205,14 +205,14 @@ def child_settings(cfg, cat):
                          cfg.min_child_weight, cfg.min_split_gain)
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, nogil=True, forceinline=True)
 def _scaled_cell(H, b, packed, cbits, mask, cf, scales):
     """(grad, hess, count) of bin ``b`` of ``H``, grad and hess scaled to floats."""
     g, h, c = decode(H[b, 0], np.int64(0) if packed else H[b, 1], packed, cbits, mask, cf)
     return g * scales.inv_grad, h * scales.inv_hess, c
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _usable_categories(hist, slots, base, nv, cfs, scales, cat, used, key):
     """The categories (value bins ``base + b``) with at least ``min_data_per_group``
     rows over the nodes ``slots``, into ``used``, with their sort keys ``G / (H +
@@ -240,7 +240,7 @@ def _usable_categories(hist, slots, base, nv, cfs, scales, cat, used, key):
     return n_used
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, nogil=True, forceinline=True)
 def _add_category(hist, slots, b, packed, reset, la, lc2):
     """``la[i], lc2[i] (+)= `` bin ``b``'s cells of each node ``slots[i]``."""
     for i in range(len(slots)):
@@ -254,7 +254,7 @@ def _add_category(hist, slots, b, packed, reset, la, lc2):
             lc2[i] += c2
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, nogil=True, forceinline=True)
 def _set_gain(slots, la, lc2, tots, parents, cfs, scales, ccfg, min_child_samples, plain,
               level):
     """Gain of sending each node's left cell sums ``la[i], lc2[i]`` left.  One node
@@ -274,7 +274,7 @@ def _set_gain(slots, la, lc2, tots, parents, cfs, scales, ccfg, min_child_sample
     return total
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def category_split(hist, slots, base, nv, tots, parents, cfs, scales, cfg, cat,
                    min_child_samples, level, out_bits):
     """Best set of categories of one feature (value bins ``base..base+nv-1``) to send
@@ -335,7 +335,7 @@ def category_split(hist, slots, base, nv, tots, parents, cfs, scales, cfg, cat,
     return best, ba, bc2
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def scan_categorical(hist, slot, base, nv, tot, cf, scales, cfg, cat, min_child_samples,
                      out_bits, out_lsum):
     """``category_split`` at one node: the histogram ``hist[slot]``, its decoded sums

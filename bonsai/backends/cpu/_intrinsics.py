@@ -61,7 +61,7 @@ def prefetch_cell(typingctx, arr, row, col):
     return sig, codegen
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def prefetch_row(arr, row):
     """Prefetch the start of ``arr[row]`` (2-D array)."""
     prefetch_cell(arr, row, 0)

@@ -13,10 +13,10 @@ from numba import njit
 
 def parallel_kernel(py_func):
     """Decorator: ``f`` compiled with ``parallel=True``; ``f.serial`` is the twin."""
-    par = njit(parallel=True, cache=True)(py_func)
+    par = njit(parallel=True, cache=True, nogil=True)(py_func)
     twin = types.FunctionType(py_func.__code__, py_func.__globals__, py_func.__name__ + "_serial",
                               py_func.__defaults__, py_func.__closure__)
     twin.__qualname__ = py_func.__qualname__ + "_serial"
     twin.__doc__ = py_func.__doc__
-    par.serial = njit(cache=True)(twin)
+    par.serial = njit(cache=True, nogil=True)(twin)
     return par

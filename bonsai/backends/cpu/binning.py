@@ -30,7 +30,7 @@ def pick_by_cells(kernel, n_cells):
     return kernel if n_cells >= PARALLEL_CELLS and numba.get_num_threads() > 1 else kernel.serial
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _bin_of(x, thresholds, t0, nt):
     if np.isnan(x):
         return nt + 1
@@ -49,7 +49,7 @@ def _bin_of(x, thresholds, t0, nt):
     return np.intp(base) - t0 + (1 if thresholds[base] < x else 0)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _bin_of_table(x, pad, coarse, nt):
     """bin = #{thresholds < x} by two fixed 16-wide counts (vectorizable, no branch):
     the coarse table holds every 16th threshold, then one 16-threshold segment."""
@@ -66,7 +66,7 @@ def _bin_of_table(x, pad, coarse, nt):
     return base + c
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _bin(x, use_table, thresholds, t0, nt, pad, coarse):
     if use_table:
         return _bin_of_table(x, pad, coarse, nt)
@@ -149,7 +149,7 @@ def columns_to_blocked(X_cols, out):
                     out[base + r, j] = 0
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _distinct(col, weights, out_values, out_weights):
     """Sort ``col`` (NaN last) and write its distinct non-NaN values with summed
     weights (``weights`` None: every weight is 1, and a radix sort does; only weighted
@@ -203,7 +203,7 @@ _GATHER_FEATURES = 16
 _SMALL_DISTINCT = 64
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _insert_small(v, w, vals, wts, base, k, last, c):
     """Add value ``v`` (weight ``w``) to feature ``c``'s sorted list
     ``vals[base:base + k[c]]``; ``last[c]`` is the last position hit (runs of one value
@@ -310,7 +310,7 @@ def find_thresholds(X, rows, weights, max_bin, n_chunks, out_thr, out_count):
                                                            out_thr[f0 + big[g]])
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _midpoint(a, b):
     t = a + (b - a) * 0.5
     if not t < b:  # adjacent floats: keep a itself as the cut
@@ -318,7 +318,7 @@ def _midpoint(a, b):
     return t
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def greedy_thresholds(values, weights, max_bin, out):
     """Choose at most ``max_bin - 1`` thresholds over a weighted distinct-value summary.
 

@@ -12,7 +12,7 @@ from ...nodes import (BIN, COUNT, DEFAULT_LEFT, DEPTH, FEATURE, LEFT, PARENT, RI
                       START, STOP)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def copy_row(dst, src):
     """``dst[:] = src`` (1-D, same length) as a plain loop: numba's array-to-array
     assignment compiles its broadcasting, shape checks and error message (about 1.7 s
@@ -21,7 +21,7 @@ def copy_row(dst, src):
         dst[q] = src[q]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def plan_children(starts, stops, nleft, child_rows, parent_slot, new_slot, child_ok,
                   min_split_rows, out_slot):
     """After the partition: which children can split and where their histograms go.
@@ -68,7 +68,7 @@ def plan_children(starts, stops, nleft, child_rows, parent_slot, new_slot, child
     return b_start[:n_b], b_stop[:n_b], b_slot[:n_b], sub
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def local_child_rows(starts, stops, nleft):
     """(2m,) rows of each node's left and right part on this shard."""
     m = starts.shape[0]
@@ -79,7 +79,7 @@ def local_child_rows(starts, stops, nleft):
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def batch_columns(t, t_bits, batch, feature_missing_bin):
     """The split nodes' table fields: (start, stop, feature, bin, default_left, missing
     bin of the feature, slot), each (m,), and their bitsets (m, W)."""
@@ -106,7 +106,7 @@ def batch_columns(t, t_bits, batch, feature_missing_bin):
     return starts, stops, feature, bin_, default_left, f_missing, slot, bits
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def write_children(t, t_gain, t_sums, t_left_sums, t_bits, batch, first, starts, stops, nleft,
                    child_rows, parent_slot, new_slot, child_slot, gain, feature, bin_,
                    default_left, left_sums, sums, bits, out_expand, out_free):

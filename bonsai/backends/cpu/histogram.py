@@ -73,7 +73,7 @@ def quantize_gradients(grad, hess, scale_g, scale_h, count_bits, out):
         out[i, 1] = (np.int64(np.rint(np.float64(hess[i]) * scale_h)) << count_bits) + one
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, nogil=True, forceinline=True)
 def _mix64(z):
     """splitmix64 finalizer: a well-mixed 64-bit hash of ``z`` (uint64)."""
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
@@ -106,7 +106,7 @@ def quantize_packed(grad, hess, scale_g, scale_h, seed, row0, out):
         out[i, 0] = (gq << np.int64(32)) + hq
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def sample_rows(seed, row0, fraction, out):
     """Row subsampling: ``out[:k]`` = the rows ``i`` (ascending) whose hash of (seed,
     global row id ``row0 + i``) falls below ``fraction``; returns k.  A Bernoulli draw
@@ -126,7 +126,7 @@ def sample_rows(seed, row0, fraction, out):
     return k
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, nogil=True, forceinline=True)
 def _prefetch_bins(X_binned, row, last):
     """Prefetch every cache line of a row of bins: its first byte, each 64 bytes on,
     and its last byte (a row of B bytes spans up to ceil(B / 64) + 1 lines)."""
@@ -339,7 +339,7 @@ def restore_default_bins(hist, slots, totals, feat_off, default_bin):
                 out[lo + default_bin[f], c] = totals[j, c] - s
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _add_into(d, s):
     """``d += s`` over (bins, channels) int64 slots, as plain loops (numba's in-place
     array operators compile a broadcasting ufunc loop and its checks)."""
@@ -348,7 +348,7 @@ def _add_into(d, s):
             d[b, c] += s[b, c]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _sub_into(d, s):
     """``d -= s``, as ``_add_into``."""
     for b in range(d.shape[0]):

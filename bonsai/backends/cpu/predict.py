@@ -69,7 +69,7 @@ def predict_records(X, records, tree_offset, tree_depth, tree_class, chunk_ptr, 
 _TREE_GROUP = 8
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def predict_records_walk(X, records, tree_offset, tree_depth, tree_class, out):
     """``predict_records`` for a handful of rows: each row descends a group of 8 trees
     in lockstep (independent loads the CPU overlaps; one row's walk down a single
@@ -100,7 +100,7 @@ def predict_records_walk(X, records, tree_offset, tree_depth, tree_class, out):
                 out[r, tree_class[t0 + g]] += records[pos[g], 0]
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _in_set(c, p0, p1, cat_words):
     """Whether the category code ``c`` (a float: NaN and negatives are in no set) has
     its bit set in the words ``cat_words[p0:p1]``."""
@@ -110,7 +110,7 @@ def _in_set(c, p0, p1, cat_words):
     return ((cat_words[p0 + (k >> 6)] >> np.uint64(k & 63)) & np.uint64(1)) != 0
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _go_left(x, j, threshold, default_left, cat_ptr, cat_words):
     """Node ``j``'s decision for the value ``x``: a categorical split (a non-empty
     bitset) or ``x <= threshold`` with missing values sent the default way."""
@@ -123,7 +123,7 @@ def _go_left(x, j, threshold, default_left, cat_ptr, cat_words):
     return x <= threshold[j]
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _leaf_of(x, base, feature, threshold, default_left, left, right, cat_ptr, cat_words):
     """The leaf (tree-relative node index) row ``x`` reaches in the tree at ``base``."""
     node = 0

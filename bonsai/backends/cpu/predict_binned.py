@@ -149,7 +149,7 @@ def heap_layout(feature, threshold, default_left, left, right, value, tree_offse
                       np.asarray(tree_class, np.int32), _chunks(4 * n_heap + 8 * (n_heap + 1)))
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, nogil=True, forceinline=True)
 def _bin_of(tables, u, x):
     """Number of feature ``u``'s thresholds below ``x``: a branchless binary search
     over its 256-entry table (+inf padded), 8 dependent steps."""
@@ -165,7 +165,7 @@ def _bin_of(tables, u, x):
     return i
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, nogil=True, forceinline=True)
 def _put_bins(xb, xo, c_right, c_left, j, x, b):
     """Row ``j``'s byte in the block's missing-right (NaN -> 255) and missing-left
     (NaN -> 0) columns of its feature, where the model reads them."""

@@ -13,7 +13,7 @@ _RADIX_BITS = 11
 _RADIX_MASK = np.uint64((1 << _RADIX_BITS) - 1)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _lsd_passes(src, dst, n_passes):
     """``n_passes`` stable counting-sort passes of ``_RADIX_BITS`` bits each, least
     significant first, ping-ponging between ``src`` and ``dst`` (unsigned keys of one
@@ -92,11 +92,11 @@ def _radix_f64(col, scratch):
             keys[i] = ~k
 
 
-radix_sort_f32 = njit(cache=True)(_radix_f32)
-radix_sort_f64 = njit(cache=True)(_radix_f64)
+radix_sort_f32 = njit(cache=True, nogil=True)(_radix_f32)
+radix_sort_f64 = njit(cache=True, nogil=True)(_radix_f64)
 # the same bodies inlined into ``radix_sort``'s implementations (one compiled layer less)
-_inline_f32 = njit(inline="always")(_radix_f32)
-_inline_f64 = njit(inline="always")(_radix_f64)
+_inline_f32 = njit(inline="always", nogil=True)(_radix_f32)
+_inline_f64 = njit(inline="always", nogil=True)(_radix_f64)
 
 
 def radix_sort(col):

@@ -22,7 +22,7 @@ from ._jit import parallel_kernel
 from .predict import _go_left
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _extend(pf, pz, po, pw, d, n, zero, one, feat):
     """Append (feat, zero, one) to path row d of length n (becomes n + 1) and update
     the subset weights."""
@@ -36,7 +36,7 @@ def _extend(pf, pz, po, pw, d, n, zero, one, feat):
         pw[d, i] = zero * pw[d, i] * ((n - i) * inv)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _unwind(pf, pz, po, pw, d, n, k):
     """Remove element k from path row d of length n (becomes n - 1), undoing its
     ``_extend`` in the weights."""
@@ -57,7 +57,7 @@ def _unwind(pf, pz, po, pw, d, n, k):
         po[d, i] = po[d, i + 1]
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _leaf_add(pf, pz, po, pw, d, n, v, inv, phi):
     """At a leaf with path row d of length n: ``phi[feature of element k] +=``
     (its one fraction - its zero fraction) * v * (the path's weights summed with
@@ -88,7 +88,7 @@ def _leaf_add(pf, pz, po, pw, d, n, v, inv, phi):
         phi[pf[d, k]] += total * (one - zero) * v
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _tree_shap(x, base, feature, threshold, default_left, left, right, value, cover, cat_ptr,
                cat_words, cond, cond_feat, phi, pf, pz, po, pw, s_node, s_d, s_n, s_zero, s_one,
                s_feat, s_frac, inv):
@@ -183,7 +183,7 @@ def _tree_shap(x, base, feature, threshold, default_left, left, right, value, co
             top += 1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _scratch(tree_depth):
     """A walk's path rows and stack, sized for the deepest tree."""
     depth = 0
@@ -199,7 +199,7 @@ def _scratch(tree_depth):
             np.empty(cap), np.empty(cap), np.empty(cap, np.int64), np.empty(cap), inv)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def expected_values(left, value, cover, tree_offset, out):
     """``out[t]``: tree t's mean output over its training cover (the value of the
     empty coalition): leaves weighted by cover / root cover."""

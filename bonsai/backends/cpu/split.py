@@ -30,7 +30,7 @@ from ._jit import parallel_kernel
 __all__ = ["NEG_INF", "leaf_weights", "find_best_splits", "max_value_bins", "range_sums"]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def range_sums(hist, slots, lo, hi, extra, scales, cnt_factor, out):
     """(grad, hess, count) sums of bins ``lo..hi-1`` (plus bin ``extra`` when
     ``extra >= 0``) of each slot.  cnt_factor : (m,) float64 rows per hessian unit
@@ -39,7 +39,7 @@ def range_sums(hist, slots, lo, hi, extra, scales, cnt_factor, out):
         bin_sums(hist[slots[i]], lo, hi, extra, None, scales, cnt_factor[i], out[i])
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _prefix(H, S, sub, packed, ea, ec):
     """Prefix sums of a feature's value bins ``H (nv, C)``: ``ea[b], ec[b]`` are the
     left cell sums of threshold b.  With ``sub``, ``H -= S`` first, bin by bin (the
@@ -72,7 +72,7 @@ def _prefix(H, S, sub, packed, ea, ec):
         ec[b] = lc2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _gains_plain(ea, ec, k, mg, mh, mc, tg, th, tc, packed, cbits, mask, cf, scales, cfg, mcs,
                  parent, out):
     """``out[j]`` = gain of sending threshold j's left sums plus ``(mg, mh, mc)`` left,
@@ -111,7 +111,7 @@ def _gains_plain(ea, ec, k, mg, mh, mc, tg, th, tc, packed, cbits, mask, cf, sca
         out[j] = v if ok else NEG_INF
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _gains(ea, ec, k, mg, mh, mc, tg, th, tc, packed, cbits, mask, cf, scales, cfg, mcs,
            parent, plain, out):
     """Gains of thresholds ``0..k-1`` with the decoded sums ``(mg, mh, mc)`` (the
@@ -127,7 +127,7 @@ def _gains(ea, ec, k, mg, mh, mc, tg, th, tc, packed, cbits, mask, cf, scales, c
                             plain)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _best_split(hist, slot, sub_slot, n_rows, feat_off, n_value_bins, feature_mask, is_cat,
                 cat_cfg, scales, cfg, min_child_samples, max_nv, out_lsum, out_sums, out_bits):
     """One node of ``find_best_splits``: its prange body, as a function compiled once
@@ -243,7 +243,7 @@ def _best_split(hist, slot, sub_slot, n_rows, feat_off, n_value_bins, feature_ma
     return (best if (bf >= 0 and best > cfg.min_split_gain) else NEG_INF), bf, bb, bdl
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def max_value_bins(n_value_bins):
     """The most value bins of any feature (at least 1): ``_best_split``'s buffers."""
     max_nv = np.int64(1)   # int64, not a literal: one compiled _best_split for every caller

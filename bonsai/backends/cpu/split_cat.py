@@ -31,7 +31,7 @@ from ._gain import bin_sums, scan_categorical
 __all__ = ["bits_sums", "scan_categorical"]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def bits_sums(hist, slots, off, nv, bits, scales, cnt_factor, out):
     """(grad, hess, count) sums of bins ``off + b`` (b < nv) with bit b set in
     ``bits``, per slot; ``cnt_factor`` (m,) rows per hessian unit (packed mode)."""

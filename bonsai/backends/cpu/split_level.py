@@ -13,7 +13,7 @@ from ._gain import (NEG_INF, category_split, cell_format, decode, leaf_score, no
                     plain_gain, score, split_gain)
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, nogil=True)
 def find_level_split(hist, slots, node_rows, feat_off, n_value_bins, feature_mask, is_cat,
                      scales, cfg, min_child_samples, out_cand_gain):
     """Joint gain of every (feature, bin, missing direction) candidate over all nodes of
@@ -80,7 +80,7 @@ def find_level_split(hist, slots, node_rows, feat_off, n_value_bins, feature_mas
         # its gain (0 when nothing moves).
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def find_level_split_categorical(hist, slots, node_rows, feat_off, n_value_bins, feature_mask,
                                  is_cat, scales, cfg, min_child_samples, cat_cfg, out_gain,
                                  out_bits):

@@ -54,7 +54,7 @@ _part_ser = _part.partition_nodes.serial
 _scan_par = _split.find_best_splits
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def thread_plan(par):
     """(n_threads, min_rows, min_partition_rows, min_parallel_nodes) of ``par``: the
     thread count and the thresholds above which work is cut between threads; None:
@@ -65,7 +65,7 @@ def thread_plan(par):
     return par
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def split_outputs(m, words):
     """Empty per-node outputs of a split scan: (gain, feature, bin, default_left,
     left_sums (m, 3), sums (m, 3), bits (m, words))."""
@@ -74,7 +74,7 @@ def split_outputs(m, words):
             np.empty((m, words), np.uint64))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def plan_pieces(starts, stops, n_threads, min_rows):
     """Cut the concatenated ranges ``[starts[i], stops[i])`` into per-thread pieces
     of equal rows (``n_t = min(n_threads, total // min_rows)`` threads, at least 1).
@@ -116,7 +116,7 @@ def plan_pieces(starts, stops, n_threads, min_rows):
     return node[:k], p_start[:k], p_stop[:k], ptr
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def partition(X_cols, idx, tmp, starts, stops, feature, bin_, default_left, node_missing_bin,
               bits, par, out_nleft):
     """Stable partition of every node range (``partition.partition_nodes``), rows
@@ -136,7 +136,7 @@ def partition(X_cols, idx, tmp, starts, stops, feature, bin_, default_left, node
                   node_missing_bin, bits, scratch, out_nleft)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, packed, idx, identity,
           starts, stops, slots, scratch_slots, par, hist):
     """Fill ``hist[slots[i]]`` from rows ``idx[starts[i]:stops[i]]``.
@@ -245,7 +245,7 @@ def build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, packed, id
             _restore_ser(hist, slots, totals, feat_off, sp_default)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def scan_children(hist, child_rows, child_slot, sub, feat_off, n_value_bins, masks,
                   is_cat, cat_cfg, scales, cfg, min_child_samples, par, out_gain,
                   out_feature, out_bin, out_default_left, out_left_sums, out_sums, out_bits):
@@ -299,7 +299,7 @@ def scan_children(hist, child_rows, child_slot, sub, feat_off, n_value_bins, mas
         copy_row(out_bits[c], bits[j])
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def split_nodes(layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, n_value_bins,
                 feature_missing_bin, gh, packed, idx, tmp, hist, t, t_gain, t_sums, t_left_sums, t_bits, batch,
                 first, new_slot, scratch_slots, child_ok, min_split_rows, masks, is_cat, cat_cfg,
