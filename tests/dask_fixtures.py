@@ -1,0 +1,26 @@
+"""A real Dask cluster for the tests: ``local_cluster(n)`` is a
+``distributed.LocalCluster`` of ``n`` worker processes (one thread each) on loopback,
+with a Client.  Every wait is bounded; only this cluster's own processes are
+closed.  ``worker_pids(client)`` maps worker address -> the worker process's PID."""
+import contextlib
+import logging
+import os
+
+CONNECT_TIMEOUT_S = 60
+
+
+@contextlib.contextmanager
+def local_cluster(n_workers, threads_per_worker=1, **kw):
+    from distributed import Client, LocalCluster
+    kw.setdefault("silence_logs", logging.ERROR)
+    with LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
+                      processes=True, host="127.0.0.1", dashboard_address=None,
+                      **kw) as cluster, \
+            Client(cluster, timeout=CONNECT_TIMEOUT_S) as client:
+        client.wait_for_workers(n_workers, timeout=CONNECT_TIMEOUT_S)
+        yield client
+
+
+def worker_pids(client):
+    """{worker address: PID of its worker process}."""
+    return client.run(os.getpid)
