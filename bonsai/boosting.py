@@ -226,7 +226,7 @@ def _check_shards(comm, p, train_set):
     """Every rank must bin with the same edges, categories and features (a
     ValueError naming the ranks that differ), and ordered encoding needs one shard."""
     bm = train_set.bin_mapper
-    mine = (bm.to_dict(), None if train_set.categories is None else repr(train_set.categories),
+    mine = (bm.to_dict(), None if train_set.categories is None else train_set.categories.to_dict(),
             train_set.n_features)
     ranks = comm.allgather(mine)
     for r, other in enumerate(ranks):

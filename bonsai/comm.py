@@ -106,7 +106,8 @@ def gather_concat(comm, arrays, segments=None):
         if a is None:
             out.append(None)
             continue
-        full = np.empty(a.shape[:-1] + (n_total,), a.dtype)
+        dtype = np.result_type(*[arrs[i] for arrs, _ in parts])   # same on every rank
+        full = np.empty(a.shape[:-1] + (n_total,), dtype)
         for arrs, segs in parts:
             for lo, g, length in segs:
                 full[..., g:g + length] = arrs[i][..., lo:lo + length]
