@@ -42,9 +42,10 @@ import bench_fit as BF
 
 SHAPE = BF.SHAPES["higgs"]
 N_WORKERS = 2
-DASK_LIBS = ("bonsai-dask", "xgboost-dask", "lightgbm-dask")
+DASK_LIBS = ("bonsai-dask", "xgboost-dask", "lightgbm-dask", "bonsai-dask-quantized")
 PEERS = ("xgboost-dask", "lightgbm-dask")
 LIBS = DASK_LIBS + ("bonsai-local",)
+DEFAULT_LIBS = ("bonsai-dask", "xgboost-dask", "lightgbm-dask", "bonsai-local")
 LOCAL_THREADS = 2                  # the one-process fit: the cluster's 2 threads in total
 WARMUP_ROWS = 4000
 AUC_TOL = 5e-4                     # |AUC difference| below this counts as "equal AUC"
@@ -59,9 +60,10 @@ def _bonsai_params(rounds, threads):
     return p
 
 
-def fit_bonsai_dask(client, X, y, rounds):
+def fit_bonsai_dask(client, X, y, rounds, quantized=False):
     import bonsai.dask
-    booster = bonsai.dask.train(client, _bonsai_params(rounds, 1), X, y)
+    params = dict(_bonsai_params(rounds, 1), quantized_grad=quantized)
+    booster = bonsai.dask.train(client, params, X, y)
     stats = [dict(s) for s in getattr(booster, "comm_stats", None) or []]
     return booster.predict, {"comm_stats": stats, "n_trees": _n_trees(stats)}
 
@@ -105,8 +107,10 @@ def _warm_bonsai_workers():
 
 
 FIT = {"bonsai-dask": fit_bonsai_dask, "xgboost-dask": fit_xgboost_dask,
-       "lightgbm-dask": fit_lightgbm_dask}
-WORKER_WARMUP = {"bonsai-dask": _warm_bonsai_workers}
+       "lightgbm-dask": fit_lightgbm_dask,
+       "bonsai-dask-quantized": lambda *a: fit_bonsai_dask(*a, quantized=True)}
+WORKER_WARMUP = {"bonsai-dask": _warm_bonsai_workers,
+                 "bonsai-dask-quantized": _warm_bonsai_workers}
 
 
 # ------------------------------------------------------------------ dask child
@@ -302,12 +306,13 @@ def report(libs, results, med, cmp, args, rows):
           "arrays) to the\n  trained model, binning included; cpu s = user + sys of the "
           "client process (scheduler\n  included) and both workers over that time; auc = "
           "test AUC, predicted locally with each\n  library's local model.")
-    c = med.get("bonsai-dask", {}).get("comm")
-    if c:
-        print(f">> bonsai.dask all-reduce: {c['bytes_per_tree'] / 1e6:.2f} MB sent per tree "
-              f"per rank ({c['calls_per_tree']:.1f} calls per tree), {c['seconds']:.2f} s in "
-              f"collectives (slowest rank, {c['seconds'] / med['bonsai-dask']['fit_s']:.0%} of "
-              f"the fit; {1e3 * c['seconds'] / c['n_trees']:.1f} ms per tree)")
+    for lib in ("bonsai-dask", "bonsai-dask-quantized"):
+        c = med.get(lib, {}).get("comm")
+        if c:
+            print(f">> {lib} all-reduce: {c['bytes_per_tree'] / 1e6:.2f} MB sent per tree "
+                  f"per rank ({c['calls_per_tree']:.1f} calls per tree), {c['seconds']:.2f} s "
+                  f"in collectives (slowest rank, {c['seconds'] / med[lib]['fit_s']:.0%} of "
+                  f"the fit; {1e3 * c['seconds'] / c['n_trees']:.1f} ms per tree)")
     if "peer" in cmp:
         p = cmp["peer"]
         print(f">> bonsai.dask / the faster of {' and '.join(PEERS)} ({p['peer']}): "
@@ -340,7 +345,9 @@ def main(argv=None):
                     help="total rows (train + 10%% test); default the higgs set's 1,000,000")
     ap.add_argument("--rounds", type=int, default=SHAPE.rounds)
     ap.add_argument("--chunks", type=int, default=8, help="row chunks of the dask arrays")
-    ap.add_argument("--libs", default=",".join(LIBS), help=f"comma list from {', '.join(LIBS)}")
+    ap.add_argument("--libs", default=",".join(DEFAULT_LIBS),
+                    help=f"comma list from {', '.join(LIBS)} (the last but one is optional: "
+                    "bonsai.dask with quantized_grad=True, half the histogram bytes)")
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per child")
     ap.add_argument("--json", default=None, help="also write raw results here")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
