@@ -58,8 +58,9 @@ def _rank_main(fit_id, rank, addrs):
         before = a.copy()
         s = comm.allreduce_sum(a)
         out["unmodified"] &= bool(np.array_equal(a, before) and a.shape == before.shape)
-        out["fresh"] &= bool(isinstance(s, np.ndarray) and s is not a and not np.shares_memory(s, a) and s.flags.writeable
-                             and s.flags.c_contiguous and s.dtype == np.int64)
+        out["fresh"] &= bool(isinstance(s, np.ndarray) and not np.shares_memory(s, a)
+                             and s.flags.writeable and s.flags.c_contiguous
+                             and s.dtype == np.int64)
         out["sums"].append(s)
     out["max"] = comm.allreduce_max(float(rank) * 1.5 - 3.0)
     out["max_int"] = comm.allreduce_max(np.int32(10 * rank))
