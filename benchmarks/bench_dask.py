@@ -2,7 +2,8 @@
 and lightgbm.dask, and against bonsai's own one-process fit.
 
     python benchmarks/bench_dask.py --repeats 3 [--rows N] [--rounds N] [--chunks 8] \
-        [--libs bonsai-dask,xgboost-dask,lightgbm-dask,bonsai-local] [--json out.json]
+        [--libs bonsai-dask,xgboost-dask,lightgbm-dask,bonsai-local] [--json out.json] \
+        [--malloc-trim dask|off]
 
 The ``higgs`` shape of ``bench_fit.py`` (``_common.higgs_like``, 1M x 28, binary,
 depth 8, 200 rounds, learning rate 0.1, 255 bins; ``--rows`` / ``--rounds`` for a
@@ -25,7 +26,13 @@ told to use one (bonsai ``n_threads=1``, xgboost ``nthread=1``, lightgbm
 the rows, predicted in the benchmark process with each library's *local* model
 (the Booster bonsai.dask returns, ``train()["booster"]``, ``to_local()``).  ``cpu s``
 is the CPU time (user + sys) of the client process (scheduler included) plus the
-worker processes during the timed fit.  See benchmarks/README.md.
+worker processes during the timed fit.
+
+``--malloc-trim off`` starts the workers without the ``MALLOC_TRIM_THRESHOLD_=65536``
+that Dask's nanny sets by default (``distributed.nanny.pre-spawn-environ``): with it,
+glibc hands freed memory back at once, so every large array a worker allocates
+page-faults afresh.  The default (``dask``) is what a user gets.  See
+benchmarks/README.md.
 """
 from __future__ import annotations
 
@@ -153,13 +160,24 @@ def _worker_conditions(client):
     def probe():
         import numba
         return {"pid": os.getpid(), "numba_threads": int(numba.config.NUMBA_NUM_THREADS),
-                "omp": os.environ.get("OMP_NUM_THREADS")}
+                "omp": os.environ.get("OMP_NUM_THREADS"),
+                "malloc_trim": os.environ.get("MALLOC_TRIM_THRESHOLD_")}
     return {"nthreads": client.nthreads(), "probe": client.run(probe)}
 
 
-def dask_worker(lib, rows, rounds, chunks):
+def _malloc_trim_off():
+    """Workers started from now on keep glibc's own trim / mmap thresholds."""
+    import dask
+    env = dict(dask.config.get("distributed.nanny.pre-spawn-environ"))
+    env.pop("MALLOC_TRIM_THRESHOLD_", None)
+    dask.config.set({"distributed.nanny.pre-spawn-environ": env})
+
+
+def dask_worker(lib, rows, rounds, chunks, malloc_trim):
     """In the fresh interpreter: cluster, persisted data, warm-up, one timed fit."""
     from distributed import Client, LocalCluster
+    if malloc_trim == "off":
+        _malloc_trim_off()
     Xtr, ytr, Xte, yte = C.load_cached("higgs", rows)
     with LocalCluster(n_workers=N_WORKERS, threads_per_worker=1, processes=True,
                       host="127.0.0.1", dashboard_address=None,
@@ -228,7 +246,7 @@ def run_all(libs, args, rows):
                 env = C.child_env(LOCAL_THREADS)
             else:
                 argv = ["--worker", lib, "--rows", str(rows), "--rounds", str(args.rounds),
-                        "--chunks", str(args.chunks)]
+                        "--chunks", str(args.chunks), "--malloc-trim", args.malloc_trim]
                 env = C.child_env(1)
             res = C.run_child([os.path.abspath(__file__), *argv], env, args.timeout)
             res.setdefault("lib", lib)
@@ -333,7 +351,8 @@ def report(libs, results, med, cmp, args, rows):
             probe = r["conditions"]["probe"].values()
             print(f"  {r['lib']}: worker threads {sorted(r['conditions']['nthreads'].values())}"
                   f", NUMBA_NUM_THREADS {sorted(p['numba_threads'] for p in probe)}, "
-                  f"OMP_NUM_THREADS {sorted(str(p['omp']) for p in probe)}")
+                  f"OMP_NUM_THREADS {sorted(str(p['omp']) for p in probe)}, "
+                  f"MALLOC_TRIM_THRESHOLD_ {sorted(str(p.get('malloc_trim')) for p in probe)}")
     print("  settings: depth 8 (lightgbm num_leaves 255), lr 0.1, 255 bins (xgboost "
           "max_bin=256, hist), min 20 rows / 1e-3 hessian per leaf, L2 1.0, seed 0")
 
@@ -345,6 +364,9 @@ def main(argv=None):
                     help="total rows (train + 10%% test); default the higgs set's 1,000,000")
     ap.add_argument("--rounds", type=int, default=SHAPE.rounds)
     ap.add_argument("--chunks", type=int, default=8, help="row chunks of the dask arrays")
+    ap.add_argument("--malloc-trim", choices=("dask", "off"), default="dask",
+                    help="dask: the workers' MALLOC_TRIM_THRESHOLD_ as Dask sets it "
+                    "(65536); off: glibc's default (see the module docstring)")
     ap.add_argument("--libs", default=",".join(DEFAULT_LIBS),
                     help=f"comma list from {', '.join(LIBS)} (the last but one is optional: "
                     "bonsai.dask with quantized_grad=True, half the histogram bytes)")
@@ -360,7 +382,7 @@ def main(argv=None):
         local_worker(rows, args.rounds)
         return 0
     if args.worker:
-        dask_worker(args.worker, rows, args.rounds, args.chunks)
+        dask_worker(args.worker, rows, args.rounds, args.chunks, args.malloc_trim)
         return 0
     libs = [s.strip() for s in args.libs.split(",") if s.strip()]
     unknown = [lib for lib in libs if lib not in LIBS]
@@ -370,7 +392,8 @@ def main(argv=None):
     path = C.ensure_cached("higgs", rows)
     print(f"bench_dask: python {sys.version.split()[0]}, numpy {np.__version__}, higgs "
           f"{rows:,} rows x 28 (binary), {args.rounds} rounds, depth 8, lr 0.1, repeats "
-          f"{args.repeats}, libs {','.join(libs)}; data {path} "
+          f"{args.repeats}, libs {','.join(libs)}, workers' malloc trim {args.malloc_trim}; "
+          f"data {path} "
           f"({time.perf_counter() - t0:.1f}s)", flush=True)
     results = run_all(libs, args, rows)
     med = medians(libs, results)
