@@ -62,6 +62,14 @@ class _EvalSet:
         n = self.y.shape[0]
         self.rows = np.arange(n, dtype=IDX)
         self.raw = _start_margins(ds, ds.init_score, base, booster_init, k_out, n)
+        self.segs = _global_rows(ds)
+
+
+def _global_rows(ds):
+    """The Dataset's place in the global row order (``bonsai.comm`` segments), or None
+    for the consecutive default."""
+    g = getattr(ds, "global_rows", None)
+    return None if g is None else _comm_mod.check_segments(g, ds.n_rows, "Dataset.global_rows")
 
 
 def _seed(random_state, it, k):
@@ -71,7 +79,7 @@ def _seed(random_state, it, k):
     return int(np.random.default_rng([random_state, it, max(k, 0), salt]).integers(0, 2 ** 63))
 
 
-def _sample_rows(backend, p, it, n, row0, comm, out):
+def _sample_rows(backend, p, it, n, segs, comm, out):
     """The round's rows: (sorted local rows or None for all of them, rows over every
     shard).  Each row is kept when a hash of (seed, round, global row id) falls below
     ``subsample`` (``backend.sample_rows``), so the sample does not depend on how the
@@ -79,7 +87,7 @@ def _sample_rows(backend, p, it, n, row0, comm, out):
     n_all = _sum_int(comm, n)
     if p.subsample >= 1.0:
         return None, n_all
-    k = backend.sample_rows(n, row0, p.subsample, _seed(p.random_state, it, -1), out)
+    k = backend.sample_rows(n, segs, p.subsample, _seed(p.random_state, it, -1), out)
     k_all = _sum_int(comm, k)
     if k_all == 0:
         return None, n_all
@@ -147,11 +155,11 @@ def train(params, train_set, num_boost_round=None, valid_sets=None, valid_names=
     with thread_context(n_threads) as used_threads:
         evals = [_EvalSet(nm, ds, train_set, booster.base_score, k_out, init_model)
                  for nm, ds in zip(names, valid_sets or [])]
-        row0, _ = _comm_mod.row_offset(comm, n)
+        segs, _ = _comm_mod.segments(comm, n, _global_rows(train_set))
         grower, enc = _grower(p, backend, train_set, y, objective, k_out, booster, evals,
                               init_model, used_threads, comm)
         rounds = _boost(p, booster, objective, grower, backend, y, w, raw, evals,
-                        metrics, callbacks, k_out, enc, comm, row0)
+                        metrics, callbacks, k_out, enc, comm, segs)
         if _stepwise:
             return rounds
         while True:   # the model is what the callbacks' before/after_training returned
@@ -218,7 +226,7 @@ def _check_shards(comm, p, train_set):
     """Every rank must bin with the same edges, categories and features (a
     ValueError naming the ranks that differ), and ordered encoding needs one shard."""
     bm = train_set.bin_mapper
-    mine = (bm.to_dict(), None if train_set.categories is None else repr(train_set.categories),
+    mine = (bm.to_dict(), None if train_set.categories is None else train_set.categories.to_dict(),
             train_set.n_features)
     ranks = comm.allgather(mine)
     for r, other in enumerate(ranks):
@@ -262,7 +270,7 @@ def _new_booster(p, objective, train_set, y, w, k_out, init_model, comm=_comm_mo
     elif p.base_score is not None:
         booster.base_score = np.full(k_out, float(p.base_score))
     else:   # from every shard's labels, in rank order (the one-shard computation)
-        y_all, w_all = _comm_mod.gather_concat(comm, (y, w))
+        y_all, w_all = _comm_mod.gather_concat(comm, (y, w), _global_rows(train_set))
         y64 = np.asarray(y_all, dtype=np.float64)
         booster.base_score = np.asarray(objective.init_score(y64, w_all),
                                         dtype=np.float64).reshape(k_out)
@@ -314,10 +322,10 @@ def _initial_raw(booster, train_set, init_model, k_out, n):
 
 
 def _grow_round(p, booster, objective, grower, backend, y, w, raw, evals, grad, hess, it,
-                k_out, enc, comm, row0):
+                k_out, enc, comm, segs):
     builder = grower.builder
     idx_buf = builder.idx_buf
-    rows, n_total = _sample_rows(backend, p, it, y.shape[0], row0, comm, idx_buf)
+    rows, n_total = _sample_rows(backend, p, it, y.shape[0], segs, comm, idx_buf)
     n_rows = y.shape[0] if rows is None else rows.shape[0]
     oob = None
     if rows is not None and rows.shape[0] < y.shape[0]:
@@ -329,7 +337,7 @@ def _grow_round(p, booster, objective, grower, backend, y, w, raw, evals, grad, 
             try:
                 seed = _seed(p.random_state, it, k) if p.quantized_grad else 0  # rounding seed
                 scales = backend.quantize(grad[k], hess[k], n_total, builder.gh,
-                                          p.grad_quant_bins, seed, comm, row0)
+                                          p.grad_quant_bins, seed, comm, segs)
             except FloatingPointError:
                 raise ValueError(
                     f"gradients became non-finite at iteration {it} (objective="
@@ -349,7 +357,8 @@ def _grow_round(p, booster, objective, grower, backend, y, w, raw, evals, grad, 
                 grower.renew_exact(tree, leaves, l0, l1, grad[k], hess[k], idx)
         if objective.renew_leaf is not None:
             with stage("renew_leaves"):
-                _renew_leaves(objective, tree, leaves, l0, l1, idx, y, w, raw[k], comm)
+                _renew_leaves(objective, tree, leaves, l0, l1, idx, y, w, raw[k], comm,
+                              segs)
         tree.value[:] *= p.learning_rate
         with stage("score_update"):
             backend.add_leaf_values(raw[k], idx, l0, l1, tree.value[leaves])
@@ -363,24 +372,29 @@ def _grow_round(p, booster, objective, grower, backend, y, w, raw, evals, grad, 
         booster._append(tree if enc is None else enc.to_model(tree), k)
 
 
-def _renew_leaves(objective, tree, leaves, l0, l1, idx, y, w, raw_k, comm):
+def _renew_leaves(objective, tree, leaves, l0, l1, idx, y, w, raw_k, comm, segs=None):
     """L1 / quantile leaf values re-estimated from the residuals of each leaf's rows
-    (over every shard: gathered and concatenated in rank order)."""
+    (over every shard: gathered and put in global row order)."""
     parts = []
     for a, b in zip(l0, l1):
         r = idx[a:b]
-        parts.append((y[r] - raw_k[r], None if w is None else w[r]))
+        gid = None if _comm_mod.is_local(comm) else _comm_mod.global_ids(segs, r)
+        parts.append((y[r] - raw_k[r], None if w is None else w[r], gid))
     if not _comm_mod.is_local(comm):
         ranks = comm.allgather(parts)
-        parts = [(np.concatenate([rk[i][0] for rk in ranks]),
-                  None if w is None else np.concatenate([rk[i][1] for rk in ranks]))
-                 for i in range(len(parts))]
-    for lf, (res, wr) in zip(leaves, parts):
+        merged = []
+        for i in range(len(parts)):
+            order = np.argsort(np.concatenate([rk[i][2] for rk in ranks]), kind="stable")
+            res = np.concatenate([rk[i][0] for rk in ranks])[order]
+            wr = None if w is None else np.concatenate([rk[i][1] for rk in ranks])[order]
+            merged.append((res, wr, None))
+        parts = merged
+    for lf, (res, wr, _) in zip(leaves, parts):
         tree.value[lf] = objective.renew_leaf(res, wr)
 
 
 def _boost(p, booster, objective, grower, backend, y, w, raw, evals, metrics,
-           callbacks, k_out, enc=None, comm=_comm_mod.LOCAL, row0=0):
+           callbacks, k_out, enc=None, comm=_comm_mod.LOCAL, segs=None):
     """The boosting rounds: a generator yielding the Booster after every round."""
     n = y.shape[0]
     grad = np.empty((k_out, n), GRAD)
@@ -396,7 +410,7 @@ def _boost(p, booster, objective, grower, backend, y, w, raw, evals, metrics,
         with stage("gradients"):
             objective.grad_hess(y, raw, w, grad, hess)
         _grow_round(p, booster, objective, grower, backend, y, w, raw, evals, grad, hess, it,
-                    k_out, enc, comm, row0)
+                    k_out, enc, comm, segs)
         if (enc is not None and it + 1 - start == _combination_round(p)
                 and it + 1 < start + p.n_estimators):
             with stage("ctr"):
@@ -420,7 +434,7 @@ def _evaluate(evals, objective, metrics, evals_log, comm=_comm_mod.LOCAL):
     """Every metric of every valid set (over every shard: on the gathered labels,
     margins and weights, in rank order)."""
     for ev in evals:
-        y, raw, w = _comm_mod.gather_concat(comm, (ev.y, ev.raw, ev.w))
+        y, raw, w = _comm_mod.gather_concat(comm, (ev.y, ev.raw, ev.w), ev.segs)
         pred = objective.transform(raw)
         log = evals_log.setdefault(ev.name, {})
         for m in metrics:

@@ -112,6 +112,9 @@ class Dataset:
                 self.X_cols = self.bin_mapper.transform_columns(X)
         self.reference = reference
         self.random_state = random_state
+        # where these rows lie in a data set spread over several shards (bonsai.comm
+        # segments); None: consecutive (set by the distributed front ends)
+        self.global_rows = None
         # kept (no copy of numpy input) for continued training and re-binning; with
         # categorical features the user's own data, which predict codes again
         self.data = X if self.categories is None else raw
@@ -145,8 +148,69 @@ class Dataset:
         sub.X_cols = np.ascontiguousarray(self.X_cols[:, idx])
         sub.reference = self
         sub.random_state = self.random_state
+        sub.global_rows = None
         sub.data = None if self.data is None else take_rows(self.data, idx)
         return sub
+
+    @classmethod
+    def _stack(cls, parts, like, empty=None):
+        """One Dataset of ``parts`` (Datasets binned with ``like``'s edges and
+        categories) stacked in order, without raw data; with no parts, the empty
+        Dataset of ``like``'s binning (a distributed rank holding no rows of a
+        validation set) whose label, weight and init_score are ``empty``'s zero-row
+        arrays (a dict; absent: None).  ``like`` may be a row-less ``_template``."""
+        parts = list(parts)
+        for i, q in enumerate(parts):
+            if q.bin_mapper.to_dict() != like.bin_mapper.to_dict():
+                raise ValueError(f"parts[{i}] was binned with other edges")
+        out = object.__new__(cls)
+        bm = like.bin_mapper
+        F = bm.n_features
+        n = sum(q.n_rows for q in parts)
+        out._shape = (n, F)
+
+        def cat(attr, axis=0):
+            if not parts:
+                return (empty or {}).get(attr)
+            vals = [getattr(q, attr) for q in parts]
+            if not vals or any(v is None for v in vals):
+                if any(v is not None for v in vals):
+                    raise ValueError(f"{attr} is given for some parts but not all")
+                return None
+            return np.ascontiguousarray(np.concatenate(vals, axis=axis))
+
+        out.weight = cat("weight")
+        out.label = cat("label")
+        out.init_score = cat("init_score")
+        out.X_cols = (cat("X_cols", axis=1) if parts
+                      else np.empty((F, 0), dtype=bm.dtype))
+        out.cat_codes = cat("cat_codes", axis=1) if parts else None
+        out.bin_mapper = bm
+        out.feature_names = like.feature_names
+        out.categories = like.categories
+        out.reference = like
+        out.random_state = like.random_state
+        out.data = None
+        out.global_rows = None
+        return out
+
+    @classmethod
+    def _template(cls, bin_mapper, feature_names=None, categories=None, random_state=0):
+        """A row-less Dataset holding only a binning: ``Dataset(X, reference=t)`` bins
+        ``X`` with these edges and categories (the distributed front ends' shared
+        binning)."""
+        out = object.__new__(cls)
+        out._shape = (0, bin_mapper.n_features)
+        out.weight = out.label = out.init_score = out.cat_codes = None
+        out.X_cols = np.empty((bin_mapper.n_features, 0), dtype=bin_mapper.dtype)
+        out.bin_mapper = bin_mapper
+        out.feature_names = feature_names
+        out.categories = categories
+        out.reference = None
+        out.random_state = random_state
+        out.data = None
+        out.global_rows = None
+        return out
 
     def free_raw_data(self):
         """Drop the reference to the raw matrix (continued training then needs it again)."""

@@ -112,6 +112,58 @@ def test_shards_with_native_categorical_features():
         assert all(r[0] == one for r in results), grower
 
 
+def _placed(ds, ranges_per_rank):
+    """Shards holding arbitrary global row ranges (as a Dask worker holds the
+    partitions it was given): rank r's Dataset is its ranges' rows concatenated, with
+    ``global_rows`` saying where each lies."""
+    shards = []
+    for ranges in ranges_per_rank:
+        rows = np.concatenate([np.arange(a, b) for a, b in ranges])
+        if rows.size == 0:      # a rank holding none of these rows
+            sub = bonsai.Dataset._stack([], ds, empty={"label": ds.label[:0]})
+        else:
+            sub = ds.subset(rows)
+        lo = np.cumsum([0] + [b - a for a, b in ranges])[:-1]
+        sub.global_rows = np.array([[l, a, b - a] for l, (a, b) in zip(lo, ranges)], np.int64)
+        shards.append(sub)
+    return shards
+
+
+@pytest.mark.parametrize("extra", [dict(objective="binary", subsample=0.7),
+                                   dict(objective="absolute_error", subsample=0.8),
+                                   dict(objective="multiclass", num_class=4)],
+                         ids=["binary", "l1", "multiclass"])
+def test_shards_holding_any_rows_grow_the_one_shard_model(extra):
+    """Rank 0 holds rows 0-299 and 900-1199, rank 1 300-899, rank 2 1200-1499 and an
+    empty range; the valid set has no rows on rank 2: base score, the row sample, leaf renewal and the metrics of a valid
+    set placed the same way all read global row ids, so the model is the one-shard
+    model of the rows in global order."""
+    X, y = _data("regression" if extra["objective"] == "absolute_error" else extra["objective"],
+                 seed=6)
+    ds = bonsai.Dataset(X[:1500], label=y[:1500])
+    params = _params(GROWERS[1], extra, n_estimators=8, eval_metric=None)
+    place = [[(0, 300), (900, 1200)], [(300, 900)], [(1200, 1500), (1500, 1500)]]
+    dv = bonsai.Dataset(X[::3], label=y[::3], reference=ds)
+    one = bonsai.train(params, ds, valid_sets=[dv])
+    vplace = [[(0, 100), (400, 500)], [(100, 400)], [(500, 500)]]
+    results, _ = _fit_ranks(params, _placed(ds, place), valid=_placed(dv, vplace))
+    for text, evals, _ in results:
+        assert text == one.model_to_string()
+        assert evals == one.evals_result
+    # the placement matters: the same shards marked consecutive grow another model
+    plain = [ds.subset(np.concatenate([np.arange(a, b) for a, b in r])) for r in place]
+    other, _ = _fit_ranks(params, plain, valid=_placed(dv, vplace))
+    assert other[0][0] != one.model_to_string()
+
+
+def test_bad_global_rows_are_refused():
+    X, y = _data("binary")
+    ds = bonsai.Dataset(X, label=y)
+    ds.global_rows = np.array([[0, 0, 10]])
+    with pytest.raises(ValueError, match="Dataset.global_rows must cover"):
+        bonsai.train(_params(GROWERS[0], OBJECTIVES[0]), ds)
+
+
 def test_staged_split_step_grows_the_fused_trees():
     """A one-rank ThreadComm is not LocalComm, so the builder runs the staged split
     step (separate kernel calls, collectives between them): same model as fused."""

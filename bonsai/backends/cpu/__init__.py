@@ -82,9 +82,10 @@ def tree_builder(data, n_threads, pool_capacity, quantized, settings, cat, min_c
                        min_child_samples, comm)
 
 
-def quantize(grad, hess, n_rows, out, quant_bins=0, seed=0, comm=LOCAL, row0=0):
+def quantize(grad, hess, n_rows, out, quant_bins=0, seed=0, comm=LOCAL, segs=None):
     """Integer (grad, hess) cells of one output, for ``n_rows`` sampled rows (over
-    every shard of ``comm``; this shard's rows are the global rows ``row0..``).
+    every shard of ``comm``; this shard's rows lie in the global order as ``segs``
+    says, ``bonsai.comm.segments``; None: the global rows ``0..``).
 
     ``out (n, 2)``: exact fixed point, (grad, hess * 2**count_bits + count).
     ``out (n, 1)``: quantized mode, grad and hess stochastically rounded to at most
@@ -111,8 +112,10 @@ def quantize(grad, hess, n_rows, out, quant_bins=0, seed=0, comm=LOCAL, row0=0):
         q = float(max(1, min(quant_bins, (2 ** 31 - 1) // max(n_rows, 1) - 1)))
         sg = q / max_g if max_g > 0 else 1.0
         sh = q / max_h if max_h > 0 else 1.0
-        _pick(_hist.quantize_packed, _parallel_rows(grad.shape[0]))(
-            grad, hess, sg, sh, np.uint64(seed), np.int64(row0), out)
+        kernel = _pick(_hist.quantize_packed, _parallel_rows(grad.shape[0]))
+        for lo, g, length in _segs(segs, grad.shape[0]):   # the hash reads global row ids
+            kernel(grad[lo:lo + length], hess[lo:lo + length], sg, sh, np.uint64(seed),
+                   np.int64(g), out[lo:lo + length])
         return Scales.quantized(sg, sh)
     cb = count_bits(n_rows)
     sg = fixed_point_scale(max_g, n_rows)
@@ -243,11 +246,23 @@ def fill_range(idx):
     _pick(_part.fill_range, _parallel_rows(idx.shape[0], 2 * MIN_PARTITION_ROWS_PER_THREAD))(idx)
 
 
-def sample_rows(n, row0, fraction, seed, out):
+def _segs(segs, n):
+    return [(0, 0, n)] if segs is None else segs.tolist()
+
+
+def sample_rows(n, segs, fraction, seed, out):
     """This shard's rows of the round's subsample: the local rows ``i < n`` whose
-    global row id ``row0 + i`` hashes (with ``seed``) below ``fraction``, ascending,
-    written to ``out[:k]``; returns k (``histogram.sample_rows``)."""
-    return int(_hist.sample_rows(np.uint64(seed), np.int64(row0), float(fraction), out[:n]))
+    global row id (``segs``, as in ``quantize``) hashes (with ``seed``) below
+    ``fraction``, ascending, written to ``out[:k]``; returns k
+    (``histogram.sample_rows``)."""
+    k = 0
+    for lo, g, length in _segs(segs, n):
+        got = int(_hist.sample_rows(np.uint64(seed), np.int64(g), float(fraction),
+                                    out[k:k + length]))
+        if lo:
+            out[k:k + got] += lo
+        k += got
+    return k
 
 
 def add_leaf_values(raw, idx, leaf_start, leaf_stop, leaf_value):
