@@ -15,6 +15,9 @@ prediction ``bonsai.dask.predict``.
   DataFrame for a 2-D ``init_score`` -- with the same partitions and divisions for a
   DataFrame ``X``), an eval set's likewise partitioned like its ``X``.
   ``init_model`` (continued training) is not available: ``train`` has none.
+  ``train`` runs the callbacks on every rank (a worker process), so ``verbose=None``
+  (the default) shows nothing here rather than a progress bar per worker; ``verbose=k``
+  adds an ``EvaluationMonitor`` whose lines each rank writes to its worker's stderr.
 * The classifier's ``classes_`` are the sorted distinct values of the computed
   ``y`` (``np.unique``, as locally); every partition's labels are encoded to their
   index in ``classes_`` (float64) on the workers, the values ``np.unique(y,
@@ -32,13 +35,13 @@ import inspect
 
 import numpy as np
 from sklearn.base import clone
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._params import validate_params
 from ..sklearn import BonsaiClassifier, BonsaiRegressor
 from ..sklearn._base import _IMPORTANCE_TYPES, _check_verbose, _display_callbacks
 from .predict import _client, predict_method
+from .train import train as dask_train
 
 __all__ = ["DaskBonsaiClassifier", "DaskBonsaiRegressor"]
 
@@ -168,7 +171,9 @@ class _DaskModel:
     _local_class = None
 
     # -- params -----------------------------------------------------------------
-    def _train_params(self, extra):
+    def _train_dict(self, extra):
+        """The training parameters as the dict ``train`` takes (validated here, at
+        the boundary, by the table the local estimator uses)."""
         params = self.get_params(deep=False)
         for name in ("client", "verbose"):
             params.pop(name)
@@ -177,7 +182,8 @@ class _DaskModel:
             raise ValueError(f"importance_type must be one of {_IMPORTANCE_TYPES}, "
                              f"got {importance_type!r}")
         params.update(extra)
-        return validate_params(params)
+        validate_params(params)
+        return params
 
     def _extra(self):   # the model is the local estimator's (its files load either way)
         extra = super()._extra()
@@ -206,7 +212,6 @@ class _DaskModel:
         -------
         self
         """
-        from .train import train as dask_train
         self.__dict__.pop("booster_", None)   # a failed refit leaves it unfitted
         client = _client(self.client)
         _kind(X, "X")
@@ -217,17 +222,20 @@ class _DaskModel:
         sample_weight = _check_like(sample_weight, X, "sample_weight")
         init_score = _check_like(init_score, X, "init_score", allow_2d=True)
         evals = self._check_eval_set(eval_set, eval_sample_weight, eval_names)
-        y_enc, eval_ys, extra = self._labels(client, y, [e[2] for e in evals])
-        params = self._train_params(extra)
-        if params.early_stopping_rounds is not None and not evals:
-            raise ValueError(f"early_stopping_rounds={params.early_stopping_rounds} needs "
+        if self.early_stopping_rounds is not None and not evals:   # before any data pass
+            raise ValueError(f"early_stopping_rounds={self.early_stopping_rounds!r} needs "
                              "an eval_set to monitor; pass fit(..., eval_set=[(X_val, y_val)])")
-        callbacks = _display_callbacks(callbacks, _check_verbose(self.verbose),
+        verbose = _check_verbose(self.verbose)
+        y_enc, eval_ys, extra = self._labels(client, y, [e[2] for e in evals])
+        raw = self._train_dict(extra)
+        params = validate_params(raw)
+        # train's callbacks run on every rank (a worker): no progress bar by default
+        callbacks = _display_callbacks(callbacks, 0 if verbose is None else verbose,
                                        params.verbosity)
         valid_sets = [(Xv, yv) if wv is None else (Xv, yv, wv)
                       for (_, Xv, _, wv), yv in zip(evals, eval_ys)]
         names = list(getattr(self, "feature_names_in_", [])) or None
-        booster = dask_train(client, params, X, y_enc, weight=sample_weight,
+        booster = dask_train(client, raw, X, y_enc, weight=sample_weight,
                              init_score=init_score, valid_sets=valid_sets or None,
                              valid_names=[e[0] for e in evals] or None,
                              callbacks=callbacks, feature_names=names,
