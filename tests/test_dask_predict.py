@@ -177,6 +177,8 @@ def test_bad_input_is_refused_before_anything_runs(client, data):
         predict(client, model, X)
     with pytest.raises(ValueError, match="data has 3 columns"):
         predict(client, model, _darray(X[:, :3]))
+    with pytest.raises(ValueError, match="data's column names differ"):
+        predict(client, data["reg"], _dframe(data["frame"])[["x1", "x0", "x2", "c"]])
     with pytest.raises(ValueError, match="data must be a 2-D"):
         predict(client, model, da.from_array(X[:, 0], chunks=60))
     with pytest.raises(TypeError, match="'raw_score' is not a keyword of Booster.predict"):

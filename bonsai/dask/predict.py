@@ -23,7 +23,7 @@ estimators' ``predict`` / ``predict_proba`` / ``apply`` come here too).  Every b
 holds exactly what the model returns for those rows locally, so the computed result
 equals ``model.predict(data.compute(), **kwargs)`` bit for bit; an empty partition
 gives zero rows without calling the model.  Everything that can be checked without
-computing ``data`` (its type, column chunks and count, the keywords, the iteration
+computing ``data`` (its type, column chunks, count and names, the keywords, the iteration
 range) is checked here, before anything is scattered.
 """
 import inspect
@@ -166,6 +166,12 @@ def _check_data(data, booster):
         if len(data.columns) != F:
             raise ValueError(f"data has {len(data.columns)} columns, but the model was "
                              f"trained with {F} features")
+        names = [str(c) for c in data.columns]   # the names local prediction compares
+        if booster.feature_names is not None and names != list(booster.feature_names):
+            diff = [(a, b) for a, b in zip(names, booster.feature_names) if a != b][:3]
+            raise ValueError(f"data's column names differ from the model's feature names "
+                             f"(first differences, data vs model: {diff}); reorder the "
+                             "columns to match")
         return "frame"
     raise TypeError(f"data must be a dask.array.Array or a dask.dataframe.DataFrame, got "
                     f"{type(data).__module__}.{type(data).__name__}")
