@@ -1,7 +1,7 @@
 """A real Dask cluster for the tests: ``local_cluster(n)`` is a
 ``distributed.LocalCluster`` of ``n`` worker processes (one thread each) on loopback,
 with a Client.  Every wait is bounded; only this cluster's own processes are
-closed.  ``worker_pids(client)`` maps worker address -> the worker process's PID."""
+closed (work stealing is off unless asked for).  ``worker_pids(client)`` maps worker address -> the worker process's PID."""
 import contextlib
 import logging
 import os
@@ -10,10 +10,13 @@ CONNECT_TIMEOUT_S = 60
 
 
 @contextlib.contextmanager
-def local_cluster(n_workers, threads_per_worker=1, **kw):
+def local_cluster(n_workers, threads_per_worker=1, stealing=False, **kw):
+    """``stealing=False`` (the default here) turns the scheduler's work stealing off,
+    so a task runs where its data lives and tests know which worker holds what."""
+    import dask
     from distributed import Client, LocalCluster
     kw.setdefault("silence_logs", logging.ERROR)
-    with LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
+    with dask.config.set({"distributed.scheduler.work-stealing": bool(stealing)}), LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
                       processes=True, host="127.0.0.1", dashboard_address=None,
                       **kw) as cluster, \
             Client(cluster, timeout=CONNECT_TIMEOUT_S) as client:

@@ -6,7 +6,14 @@ all-reduced worker to worker over Dask's own comms, every rank then takes the sa
 decisions from the same integers, and the model is bit-identical to a one-process
 fit on the same rows with the same bin edges.  ``import bonsai`` never imports this
 package (``pip install bonsai-gbt[dask]``).
+
+* ``DaskDataset`` (``data``): binning where the partitions live;
+* ``train`` (``train``): the driver;
+* ``collective``: the worker-to-worker all-reduce;
+* ``WorkerLostError``: what a fit raises when a worker holding a shard leaves.
 """
 from ._errors import WorkerLostError
+from .data import DaskDataset
+from .train import train
 
-__all__ = ["WorkerLostError"]
+__all__ = ["DaskDataset", "WorkerLostError", "train"]

@@ -167,7 +167,7 @@ class DaskDataset:
     def __init__(self, client, data, label=None, weight=None, init_score=None, *,
                  feature_names=None, categorical_features=None, max_bin=255,
                  reference=None, random_state=0):
-        from distributed import default_client
+        from distributed import default_client, wait
         client = default_client() if client is None else client
         if not is_integer(max_bin) or not 2 <= max_bin <= 65535:
             raise ValueError(f"max_bin must be an integer in [2, 65535], got {max_bin!r}")
@@ -195,18 +195,26 @@ class DaskDataset:
             self.init_columns = (1 if len(shape) == 1 else shape[1]) if shape is not None else 1
         futs_X = client.compute(parts_X)
         futs = {nm: None if p is None else client.compute(p) for nm, p in side.items()}
+        wait(futs_X)
+        who = client.who_has(futs_X)
+        homes = [sorted(who.get(f.key) or ())[:1] or None for f in futs_X]
+
+        def where_it_lives(fn, *args):
+            """``fn`` on every partition, on the worker holding it."""
+            return [client.submit(fn, *a, workers=h, allow_other_workers=True, pure=False)
+                    for h, a in zip(homes, zip(*args))]
+        n = len(futs_X)
         if reference is None:
-            w_futs = futs["weight"] or [None] * len(futs_X)
-            scans = client.gather(client.map(
-                _scan_part, futs_X, w_futs, [categorical_features] * len(futs_X),
-                [binning.SAMPLE_ROWS] * len(futs_X), [random_state] * len(futs_X),
-                pure=False))
+            w_futs = futs["weight"] or [None] * n
+            scans = client.gather(where_it_lives(
+                _scan_part, futs_X, w_futs, [categorical_features] * n,
+                [binning.SAMPLE_ROWS] * n, [random_state] * n))
             self.template = self._template(scans, feature_names, categorical_features, max_bin,
                                            random_state)
             sizes = [s[0] for s in scans]
         else:
             self.template = reference.template
-            sizes = client.gather(client.map(len, futs_X, pure=False))
+            sizes = client.gather(where_it_lives(len, futs_X))
         sizes = np.asarray(sizes, np.int64)
         keep = np.flatnonzero(sizes > 0)
         if keep.size == 0:
@@ -216,15 +224,19 @@ class DaskDataset:
 
         def pick(lst):
             return [None] * keep.size if lst is None else [lst[i] for i in keep]
-        self.parts = client.map(_bin_part, pick(futs_X), pick(futs["label"]),
-                                pick(futs["weight"]), pick(futs["init_score"]),
-                                [tmpl] * keep.size, pure=False)
+        homes = [homes[i] for i in keep]
+        self.parts = where_it_lives(_bin_part, pick(futs_X), pick(futs["label"]),
+                                    pick(futs["weight"]), pick(futs["init_score"]),
+                                    [tmpl] * keep.size)
         self.starts = starts[keep].astype(np.int64)
         self.sizes = sizes[keep]
         self.n_rows = int(sizes.sum())
         self.n_features = self.template.n_features
         # the binned parts hold what the fit needs; the raw partitions can go
-        client.gather(client.map(lambda d: d.n_rows, self.parts, pure=False))
+        wait(self.parts)
+        for f in self.parts:
+            if f.status == "error":
+                f.result()            # a partition's binning error, re-raised here
         del futs_X, futs
 
     @staticmethod

@@ -41,9 +41,10 @@ from .data import DaskDataset
 DEFAULT_TIMEOUT_S = 600.0
 _POLL_S = 0.05
 
-# fit id -> {"round": int, "calls": callable} on this worker process (what an abort
-# reports back to the driver)
+# fit id -> {"round": int, "calls": callable} on this worker process: what an abort
+# reports back to the driver (a failed fit's entry stays, the last _KEEP_FAILED)
 _RUNNING = {}
+_KEEP_FAILED = 16
 
 
 class _RoundTracker(TrainingCallback):
@@ -101,13 +102,15 @@ def _fit_rank(rank, addrs, fit_id, params, template, train, valids, names, callb
     comm = DaskComm(fit_id, rank, list(addrs), timeout=timeout)
     state["calls"] = lambda: comm.calls
     _RUNNING[fit_id] = state
+    while len(_RUNNING) > _KEEP_FAILED:      # failed fits' states, kept for the driver
+        _RUNNING.pop(next(iter(_RUNNING)))
     try:
         booster = bonsai.train(p, ds, valid_sets=vsets or None,
                                valid_names=names or None,
                                callbacks=list(callbacks or []) + [_RoundTracker(state)],
                                _comm=comm)
-    finally:
         _RUNNING.pop(fit_id, None)
+    finally:
         comm.close()
     digest = hashlib.sha256(booster.model_to_string().encode()).hexdigest()
     stats = {"calls": int(comm.calls), "bytes_sent": int(comm.bytes_sent),
