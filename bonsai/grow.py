@@ -22,7 +22,7 @@ only the node table and the histograms, are the same on every shard.
 import numpy as np
 
 from ._profile import stage
-from .comm import LOCAL
+from .comm import LOCAL, is_local
 from .nodes import (BIN, COUNT, DEFAULT_LEFT, DEPTH, FEATURE, LEFT, RIGHT, SLOT, START, STOP,
                     NodeTable)
 from .split_settings import CatSettings, SplitSettings
@@ -62,6 +62,13 @@ class Grower:
                                             p.quantized_grad, self.cfg, self.cat_cfg,
                                             self.min_child_samples, comm)
         self.pool = self.builder.pool
+        # over several shards every pass costs a collective round trip: the deepest
+        # level goes in passes of up to DISTRIBUTED_CHUNK_BYTES of histograms instead
+        self.last_level_chunk = self.LAST_LEVEL_CHUNK
+        if not is_local(comm):
+            per_hist = max(1, self.pool.hist[0].nbytes)
+            self.last_level_chunk = max(self.LAST_LEVEL_CHUNK,
+                                        self.DISTRIBUTED_CHUNK_BYTES // per_hist)
 
     @staticmethod
     def _pool_capacity(p, n_threads):
@@ -255,6 +262,8 @@ class Grower:
 
     #: parents per pass on the deepest depth-wise level (see ``_split_batch``)
     LAST_LEVEL_CHUNK = 8
+    #: histogram bytes per pass on that level when the fit spans several shards
+    DISTRIBUTED_CHUNK_BYTES = 64 << 20
 
     def _split_batch(self, batch, n_leaves, state):
         """Split every node of ``batch`` and find its children's splits; returns the
@@ -269,12 +278,12 @@ class Grower:
         depends on its own rows, so the tree is the same."""
         depth = int(self.nodes.ints[batch[0], DEPTH]) + 1
         last = self.policy == "depthwise" and self.max_depth > 0 and depth + 1 >= self.max_depth
-        if not last or len(batch) <= self.LAST_LEVEL_CHUNK:
+        chunk = self.last_level_chunk
+        if not last or len(batch) <= chunk:
             return self._split_part(batch, n_leaves, state, depth)
         expandable = []
-        for c0 in range(0, len(batch), self.LAST_LEVEL_CHUNK):
-            part = self._split_part(batch[c0:c0 + self.LAST_LEVEL_CHUNK], n_leaves, state,
-                                    depth)
+        for c0 in range(0, len(batch), chunk):
+            part = self._split_part(batch[c0:c0 + chunk], n_leaves, state, depth)
             for n in part:
                 self._release(n)
             expandable += part

@@ -12,6 +12,14 @@ from fake_comm import run_ranks
 N = 1500
 
 
+@pytest.fixture(autouse=True)
+def _check_child_rows(monkeypatch):
+    """Every staged split also sums the partitions' child counts and asserts they
+    equal the counts read from the parents' splits."""
+    from bonsai.backends.cpu import builder
+    monkeypatch.setattr(builder, "CHECK_CHILD_ROWS", True)
+
+
 def _data(objective, seed=0):
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((N, 6)).astype(np.float32)

@@ -104,6 +104,7 @@ def _fit_rank(rank, addrs, fit_id, params, template, train, valids, names, callb
     _RUNNING[fit_id] = state
     while len(_RUNNING) > _KEEP_FAILED:      # failed fits' states, kept for the driver
         _RUNNING.pop(next(iter(_RUNNING)))
+    t0 = time.perf_counter()
     try:
         booster = bonsai.train(p, ds, valid_sets=vsets or None,
                                valid_names=names or None,
@@ -114,7 +115,8 @@ def _fit_rank(rank, addrs, fit_id, params, template, train, valids, names, callb
         comm.close()
     digest = hashlib.sha256(booster.model_to_string().encode()).hexdigest()
     stats = {"calls": int(comm.calls), "bytes_sent": int(comm.bytes_sent),
-             "seconds": float(comm.seconds), "n_trees": int(booster.num_trees())}
+             "seconds": float(comm.seconds), "n_trees": int(booster.num_trees()),
+             "train_seconds": time.perf_counter() - t0}
     return digest, booster if rank == 0 else None, stats
 
 
@@ -176,7 +178,8 @@ def train(client, params, data, label=None, *, weight=None, init_score=None,
 
     Returns a local ``bonsai.Booster`` (``evals_result``, ``best_iteration`` as
     ``bonsai.train``'s) with ``comm_stats``: one dict per rank (``calls``,
-    ``bytes_sent``, ``seconds`` in collectives, ``n_trees``).  Raises
+    ``bytes_sent``, ``seconds`` in collectives, ``n_trees``, ``train_seconds``: the
+    rank's whole ``bonsai.train``).  Raises
     ``WorkerLostError`` when a worker holding a shard leaves mid-fit.
     """
     from distributed import MultiLock, default_client

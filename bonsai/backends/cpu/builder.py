@@ -32,6 +32,10 @@ from . import split as _split
 from . import step as _step
 from .layout import hist_layout
 
+#: tests set this to also all-reduce the partitions' child counts and assert they
+#: equal the ones read from the parents' splits (``TreeBuilder._child_rows``)
+CHECK_CHILD_ROWS = False
+
 
 class HistogramPool:
     """Histogram slots ``(capacity, n_bins_total, 2)`` int64 with a free list.
@@ -178,9 +182,7 @@ class TreeBuilder:
         with _profile.stage("partition"):
             _step.partition(self.X_cols, self.idx, self.tmp, starts, stops, feature, bin_, dl,
                             f_missing, p_bits, self.par, nleft)
-        child_rows = _step.local_child_rows(starts, stops, nleft)
-        if not self.local:
-            child_rows = np.asarray(self.comm.allreduce_sum(child_rows), np.int64)
+        child_rows = self._child_rows(nodes, batch, starts, stops, nleft)
         slot = np.empty(2 * m, np.int64)
         b_start, b_stop, b_slot, sub = _step.plan_children(
             starts, stops, nleft, child_rows, parent_slot, new_slot, child_ok, min_split_rows,
@@ -196,6 +198,24 @@ class TreeBuilder:
                                         parent_slot, new_slot, slot, gain, c_feat, c_bin, c_dl,
                                         lsum, sums, c_bits, expand, free)
         return expand[:n_e].tolist(), free[:n_f].tolist()
+
+    def _child_rows(self, nodes, batch, starts, stops, nleft):
+        """(2m,) rows of each split node's left and right child over every shard.
+        Exact cells count rows exactly, so over several shards the parent's split says
+        them (its left count and its own): no round trip.  Packed cells estimate
+        counts, so those shards sum their partitions' counts."""
+        local = _step.local_child_rows(starts, stops, nleft)
+        if self.local:
+            return local
+        if self.packed is None:
+            out = np.empty(2 * batch.shape[0], np.int64)
+            out[0::2] = nodes.left_sums[batch, 2]
+            out[1::2] = nodes.ints[batch, COUNT] - out[0::2]
+            if CHECK_CHILD_ROWS:
+                summed = np.asarray(self.comm.allreduce_sum(local), np.int64)
+                assert np.array_equal(out, summed), (out, summed)
+            return out
+        return np.asarray(self.comm.allreduce_sum(local), np.int64)
 
     def _scan(self, child_rows, slot, sub, masks, t_bits):
         out = _step.split_outputs(slot.shape[0], t_bits.shape[1])
