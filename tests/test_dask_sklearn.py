@@ -19,6 +19,7 @@ pytest.importorskip("distributed")
 import bonsai  # noqa: E402
 from bonsai.dask.sklearn import DaskBonsaiClassifier, DaskBonsaiRegressor  # noqa: E402
 from bonsai.dask.data import DaskDataset  # noqa: E402
+from bonsai.dask.predict import predict  # noqa: E402
 from dask_fixtures import local_cluster  # noqa: E402
 from sklearn.base import clone  # noqa: E402
 from sklearn.exceptions import NotFittedError  # noqa: E402
@@ -79,6 +80,7 @@ def test_regressor_round_trip(client, data):
     assert type(local) is bonsai.BonsaiRegressor and local.booster_ is est.booster_
     assert local.get_params() == {k: v for k, v in est.get_params().items() if k != "client"}
     assert np.array_equal(pred.compute(), local.predict(X))
+    assert np.array_equal(predict(client, est, dX).compute(), local.predict(X))
     margin = est.predict(dX, output_margin=True).compute()
     assert np.array_equal(margin, local.predict(X, output_margin=True))
     leaves = est.apply(dX)
