@@ -248,7 +248,7 @@ class _State:
         value = None
         if (len(kinds) == 1 and len(metas) <= 1 and self.value is not None
                 and other.value is not None):
-            if kinds == {"allreduce_sum"}:
+            if kinds == {"allreduce_sum"} or kinds == {"reduce_scatter_sum"}:
                 # a new array (also for 0-d, where a bare np.add returns a scalar)
                 value = np.add(self.value, other.value,
                                out=np.empty(self.value.shape, np.int64))
@@ -376,6 +376,37 @@ class DaskComm:
         """Every rank's ``obj``, in rank order."""
         return self._gather("allgather", obj)
 
+    def reduce_scatter_sum(self, parts):
+        """The element-wise sum over ranks of their ``parts[self.rank]`` (``parts``: one
+        int64 array per rank; a new array).  Every rank sends ``parts[j]`` straight to
+        rank ``j`` and receives its own part from every other rank, all at once (one
+        round trip; each rank moves (W - 1) parts each way).  TypeError unless this
+        rank's part from every rank is an int64 ndarray, ValueError if their shapes
+        differ (raised on the rank receiving them)."""
+        if not isinstance(parts, (list, tuple)) or len(parts) != self.size:
+            raise ValueError(f"reduce_scatter_sum takes a list of {self.size} arrays (one "
+                             f"per rank), got {type(parts).__name__} of length "
+                             f"{len(parts) if hasattr(parts, '__len__') else '?'}")
+        kind = frozenset({"reduce_scatter_sum"})
+        states = []
+        for p in parts:
+            if isinstance(p, np.ndarray) and p.dtype == np.int64:
+                states.append(_State(kind, frozenset({("int64", p.shape)}),
+                                     np.array(p, order="C")))
+            else:
+                what = str(p.dtype) if isinstance(p, np.ndarray) else type(p).__name__
+                states.append(_State(kind, frozenset({(what, getattr(p, "shape", None))}),
+                                     None))
+        state = self._run(states, self._all_to_all)
+        dtypes = sorted({d for d, _ in state.metas})
+        if dtypes != ["int64"]:
+            raise TypeError(f"reduce_scatter_sum takes int64 ndarrays; rank {self.rank}'s "
+                            f"parts were {', '.join(dtypes)}")
+        if len(state.metas) > 1:
+            raise ValueError(f"reduce_scatter_sum: the ranks' parts for rank {self.rank} have "
+                             f"different shapes: {sorted(s for _, s in state.metas)}")
+        return state.value
+
     def close(self):
         """Drop this fit's mailbox state on this worker; later messages of the fit are
         rejected and later calls raise."""
@@ -396,7 +427,7 @@ class DaskComm:
         state = self._run(_State(frozenset({kind}), frozenset(), {self.rank: obj}))
         return [state.value[r] for r in range(self.size)]
 
-    def _run(self, mine):
+    def _run(self, mine, exchange=None):
         if self._closed:
             raise RuntimeError(f"the DaskComm of fit {self.fit_id!r} is closed")
         seq = self._seq
@@ -405,10 +436,10 @@ class DaskComm:
         try:
             if self.size == 1:
                 self._box_check()
-                state = mine
+                state = mine[0] if isinstance(mine, list) else mine
             else:
                 with waiting_on_peers():
-                    state = sync(self._worker.loop, self._exchange, seq, mine)
+                    state = sync(self._worker.loop, exchange or self._exchange, seq, mine)
             if len(state.kinds) > 1:
                 raise RuntimeError(
                     f"fit {self.fit_id!r}: the ranks called different collectives "
@@ -459,6 +490,35 @@ class DaskComm:
         except (Exception, asyncio.CancelledError) as e:
             # a transport failure (validation happens after the exchange): the fit is
             # over on this rank, its later messages are rejected
+            self._box.finish(self.fit_id, "failed",
+                             f"rank {self.rank} ({self.addrs[self.rank]}) of fit "
+                             f"{self.fit_id!r} failed in collective #{seq}: {e}")
+            raise
+
+    async def _all_to_all(self, seq, states):
+        """Send ``states[j]`` to every rank j, receive every rank's state for this one,
+        merge them in rank order."""
+        try:
+            self._box.check(self.fit_id)
+            r = self.rank
+            peers = [j for j in range(self.size) if j != r]
+            tasks = [asyncio.ensure_future(self._send(seq, 0, j, states[j])) for j in peers]
+            tasks += [asyncio.ensure_future(self._recv(seq, 0, j)) for j in peers]
+            try:
+                done = await asyncio.gather(*tasks)
+            except BaseException:
+                for t in tasks:
+                    t.cancel()
+                raise
+            got = dict(zip(peers, done[len(peers):]))
+            got[r] = states[r]
+            state = got[0]
+            for j in range(1, self.size):
+                state = state.merge(got[j])
+            if state.value is not None and state.value is states[r].value:
+                state.value = state.value.copy()
+            return state
+        except (Exception, asyncio.CancelledError) as e:
             self._box.finish(self.fit_id, "failed",
                              f"rank {self.rank} ({self.addrs[self.rank]}) of fit "
                              f"{self.fit_id!r} failed in collective #{seq}: {e}")

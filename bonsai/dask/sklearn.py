@@ -15,9 +15,10 @@ prediction ``bonsai.dask.predict``.
   DataFrame for a 2-D ``init_score`` -- with the same partitions and divisions for a
   DataFrame ``X``), an eval set's likewise partitioned like its ``X``.
   ``init_model`` (continued training) is not available: ``train`` has none.
-  ``train`` runs the callbacks on every rank (a worker process), so ``verbose=None``
-  (the default) shows nothing here rather than a progress bar per worker; ``verbose=k``
-  adds an ``EvaluationMonitor`` whose lines each rank writes to its worker's stderr.
+  ``train`` runs the callbacks on the ranks (worker processes; display callbacks on
+  rank 0 only), so ``verbose=None`` (the default) shows nothing here (a worker's
+  stderr is no terminal); ``verbose=k`` adds an ``EvaluationMonitor`` whose lines
+  rank 0 writes to its worker's stderr.
 * The classifier's ``classes_`` are the sorted distinct values of the computed
   ``y`` (``np.unique``, as locally); every partition's labels are encoded to their
   index in ``classes_`` (float64) on the workers, the values ``np.unique(y,
