@@ -97,24 +97,32 @@ __all__ = ["CollectivePlugin", "DaskComm", "PeerLostError", "abort_fit", "ensure
 
 class _State:
     """What a rank holds during one call: the collective kinds and (dtype, shape)
-    metas seen so far, and the partial result (None once they disagree)."""
+    metas seen so far, and the partial result (None once they disagree).  ``owned``:
+    the array is this rank's alone (a copy, or received over TCP), so sums may be
+    added into it instead of into a new array (fewer passes over the bytes)."""
 
-    __slots__ = ("kinds", "metas", "value")
+    __slots__ = ("kinds", "metas", "value", "owned")
 
-    def __init__(self, kinds, metas, value):
+    def __init__(self, kinds, metas, value, owned=False):
         self.kinds, self.metas, self.value = kinds, metas, value
+        self.owned = owned and isinstance(value, np.ndarray) and value.flags.writeable
 
-    def merge(self, other):
+    def merge(self, other, inplace=False):
+        """The union of two states; ``inplace`` (over TCP only: an array sent there is
+        already in the socket) lets a sum go into an owned array."""
         kinds, metas = self.kinds | other.kinds, self.metas | other.metas
         value = None
         if (len(kinds) == 1 and len(metas) <= 1 and self.value is not None
                 and other.value is not None):
             if kinds == {"allreduce_sum"} or kinds == {"reduce_scatter_sum"}:
-                # a new array (also for 0-d, where a bare np.add returns a scalar)
-                value = np.add(self.value, other.value,
-                               out=np.empty(self.value.shape, np.int64))
-            else:
-                value = {**self.value, **other.value}
+                # into an array of this rank's own, else a new one (also for 0-d,
+                # where a bare np.add returns a scalar); integers: exact either way
+                dst = (other.value if inplace and other.owned else
+                       self.value if inplace and self.owned else
+                       np.empty(self.value.shape, np.int64))
+                value = np.add(self.value, other.value, out=dst)
+                return _State(kinds, metas, value, owned=inplace)
+            value = {**self.value, **other.value}
         return _State(kinds, metas, value)
 
     def wire(self):
@@ -126,11 +134,11 @@ class _State:
                     else list(self.value.items()))}
 
     @classmethod
-    def unwire(cls, kinds, metas, data):
+    def unwire(cls, kinds, metas, data, owned=False):
         metas = frozenset((d, None if s is None else tuple(s)) for d, s in metas)
         if isinstance(data, list):
             data = {int(r): obj for r, obj in data}
-        return cls(frozenset(kinds), metas, data)
+        return cls(frozenset(kinds), metas, data, owned)
 
 
 def _check_args(fit_id, rank, addrs, timeout):
@@ -191,6 +199,16 @@ class DaskComm:
         self._box = plugin.mailbox
         self._seq = 0
         self._closed = False
+        self._by_value = not any(str(x).startswith("inproc") for x in self.addrs)
+
+    def _own_copy(self, a):
+        """(value, owned) to send for the caller's array ``a``: over TCP the bytes are
+        copied into the socket before the call returns, so a C-ordered ``a`` goes as
+        it is (never written); in-process (``inproc://``, objects by reference) a
+        copy."""
+        if self._by_value and a.flags.c_contiguous:
+            return a, False
+        return np.array(a, order="C"), self._by_value
 
     def __repr__(self):
         return (f"DaskComm(fit_id={self.fit_id!r}, rank={self.rank}, size={self.size}, "
@@ -206,8 +224,8 @@ class DaskComm:
         not modified).  TypeError unless every rank passed an int64 ndarray;
         ValueError if the shapes differ between ranks."""
         if isinstance(a, np.ndarray) and a.dtype == np.int64:
-            mine = _State(frozenset({"allreduce_sum"}),
-                          frozenset({("int64", a.shape)}), np.array(a, order="C"))
+            mine = _State(frozenset({"allreduce_sum"}), frozenset({("int64", a.shape)}),
+                          *self._own_copy(a))
         else:
             what = str(a.dtype) if isinstance(a, np.ndarray) else type(a).__name__
             mine = _State(frozenset({"allreduce_sum"}),
@@ -222,7 +240,7 @@ class DaskComm:
             raise ValueError(f"allreduce_sum: shapes differ between ranks: "
                              f"{sorted(s for _, s in state.metas)} (rank {self.rank} "
                              f"has {a.shape})")
-        return state.value
+        return state.value.copy() if state.value is a else state.value
 
     def allreduce_max(self, x):
         """The largest of the ranks' ``x`` (a float; NaN if any rank's is NaN)."""
@@ -253,7 +271,7 @@ class DaskComm:
         for p in parts:
             if isinstance(p, np.ndarray) and p.dtype == np.int64:
                 states.append(_State(kind, frozenset({("int64", p.shape)}),
-                                     np.array(p, order="C")))
+                                     *self._own_copy(p)))
             else:
                 what = str(p.dtype) if isinstance(p, np.ndarray) else type(p).__name__
                 states.append(_State(kind, frozenset({(what, getattr(p, "shape", None))}),
@@ -266,7 +284,7 @@ class DaskComm:
         if len(state.metas) > 1:
             raise ValueError(f"reduce_scatter_sum: the ranks' parts for rank {self.rank} have "
                              f"different shapes: {sorted(s for _, s in state.metas)}")
-        return state.value
+        return state.value.copy() if state.value is parts[self.rank] else state.value
 
     def close(self):
         """Drop this fit's mailbox state on this worker; later messages of the fit are
@@ -329,11 +347,11 @@ class DaskComm:
             if r >= p:
                 await self._send(seq, 0, r - p, state)
                 got = await self._recv(seq, last, r - p)
-                if isinstance(got.value, np.ndarray):
+                if isinstance(got.value, np.ndarray) and not got.owned:
                     got.value = got.value.copy()    # not the partner's own result array
                 return got
             if r + p < w:
-                state = state.merge(await self._recv(seq, 0, r + p))
+                state = state.merge(await self._recv(seq, 0, r + p), self._by_value)
             for k in range(last - 1):
                 peer = r ^ (1 << k)
                 tasks = [asyncio.ensure_future(self._send(seq, k + 1, peer, state)),
@@ -344,7 +362,7 @@ class DaskComm:
                     for t in tasks:
                         t.cancel()
                     raise
-                state = state.merge(got)
+                state = state.merge(got, self._by_value)
             if r + p < w:
                 await self._send(seq, last, r + p, state)
             return state
@@ -375,7 +393,7 @@ class DaskComm:
             got[r] = states[r]
             state = got[0]
             for j in range(1, self.size):
-                state = state.merge(got[j])
+                state = state.merge(got[j], self._by_value)
             if state.value is not None and state.value is states[r].value:
                 state.value = state.value.copy()
             return state
@@ -388,7 +406,7 @@ class DaskComm:
     async def _recv(self, seq, step, src):
         got = await self._box.get(self.fit_id, (seq, step, src, self.rank), self.timeout,
                                   lambda: self._describe(seq, step, src))
-        return _State.unwire(*got)
+        return _State.unwire(*got, owned=self._by_value)
 
     async def _send(self, seq, step, dst, state):
         msg = state.wire()
