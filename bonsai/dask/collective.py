@@ -367,12 +367,15 @@ class DaskComm:
                 await self._send(seq, last, r + p, state)
             return state
         except (Exception, asyncio.CancelledError) as e:
-            # a transport failure (validation happens after the exchange): the fit is
-            # over on this rank, its later messages are rejected
-            self._box.finish(self.fit_id, "failed",
-                             f"rank {self.rank} ({self.addrs[self.rank]}) of fit "
-                             f"{self.fit_id!r} failed in collective #{seq}: {e}")
+            self._failed(seq, e)
             raise
+
+    def _failed(self, seq, e):
+        """A transport failure in call ``seq`` (validation happens after the exchange):
+        the fit is over on this rank, its later messages are rejected."""
+        self._box.finish(self.fit_id, "failed",
+                         f"rank {self.rank} ({self.addrs[self.rank]}) of fit "
+                         f"{self.fit_id!r} failed in collective #{seq}: {e}")
 
     async def _all_to_all(self, seq, states):
         """Send ``states[j]`` to every rank j, receive every rank's state for this one,
@@ -398,9 +401,7 @@ class DaskComm:
                 state.value = state.value.copy()
             return state
         except (Exception, asyncio.CancelledError) as e:
-            self._box.finish(self.fit_id, "failed",
-                             f"rank {self.rank} ({self.addrs[self.rank]}) of fit "
-                             f"{self.fit_id!r} failed in collective #{seq}: {e}")
+            self._failed(seq, e)
             raise
 
     async def _recv(self, seq, step, src):

@@ -25,7 +25,7 @@ from .. import binning
 from ..binning import BinMapper, QuantileSummary
 from ..categorical import CategoryMap, _py, resolve_features
 from ..data import is_integer
-from ..dataset import Dataset
+from ..dataset import Dataset, check_feature_names
 
 #: entries a partition's per-feature summary keeps (exact below this many distinct
 #: values), and the size the merged summary is pruned to after every merge
@@ -249,14 +249,7 @@ class DaskDataset:
             if s[1] != names:
                 raise ValueError("data: the partitions' column names differ")
         n_features = len(live[0][3])
-        if feature_names is not None:
-            feature_names = [str(f) for f in feature_names]
-            if len(feature_names) != n_features:
-                raise ValueError(f"feature_names has {len(feature_names)} names but the data "
-                                 f"has {n_features} features")
-            names = feature_names
-        if names is not None and len(set(names)) != len(names):
-            raise ValueError("feature_names must be unique")
+        names = check_feature_names(feature_names, names, n_features)
         merged = None
         for s in live:
             sums = s[3]

@@ -40,7 +40,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._params import validate_params
 from ..sklearn import BonsaiClassifier, BonsaiRegressor
-from ..sklearn._base import _IMPORTANCE_TYPES, _check_verbose, _display_callbacks
+from ..sklearn._base import (_IMPORTANCE_TYPES, _check_verbose, _display_callbacks,
+                             eval_entries)
 from .predict import _client, predict_method
 from .train import train as dask_train
 
@@ -249,27 +250,8 @@ class _DaskModel:
         """Validate eval sets -> [(name, X, y, weight)] (labels not yet encoded)."""
         if eval_set is None:
             return []
-        if (isinstance(eval_set, tuple) and len(eval_set) == 2
-                and not isinstance(eval_set[0], (tuple, list))):
-            eval_set = [eval_set]   # a single (X, y) pair
-        if not isinstance(eval_set, (list, tuple)) or not all(
-                isinstance(p, (tuple, list)) and len(p) == 2 for p in eval_set):
-            raise TypeError("eval_set must be a list of (X, y) pairs of dask collections")
-        k = len(eval_set)
-        if eval_names is None:
-            eval_names = [f"valid_{i}" for i in range(k)]
-        elif isinstance(eval_names, str):
-            eval_names = [eval_names]
-        eval_names = list(eval_names)
-        if len(eval_names) != k or not all(isinstance(s, str) for s in eval_names):
-            raise ValueError(f"eval_names must be {k} str, one per eval_set entry; "
-                             f"got {eval_names!r}")
-        if len(set(eval_names)) != k:
-            raise ValueError(f"eval_names must be unique, got {eval_names!r}")
-        weights = [None] * k if eval_sample_weight is None else list(eval_sample_weight)
-        if len(weights) != k:
-            raise ValueError(f"eval_sample_weight has {len(weights)} entries but eval_set "
-                             f"has {k}")
+        eval_set, weights, eval_names = eval_entries(eval_set, eval_sample_weight, eval_names,
+                                                     "pairs of dask collections")
         out = []
         for i, ((Xv, yv), wv, name) in enumerate(zip(eval_set, weights, eval_names)):
             _kind(Xv, f"eval_set[{i}] X")
