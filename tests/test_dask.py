@@ -215,7 +215,7 @@ def test_bad_input_is_refused(client):
         bdask.train(client, _params(), Xd, y)
     with pytest.raises(ValueError, match="label is chunked"):
         bdask.train(client, _params(), Xd, da.from_array(y, chunks=500))
-    with pytest.raises(ValueError, match="chunked along rows only"):
+    with pytest.raises(ValueError, match="every chunk must span all 5 columns"):
         bdask.train(client, _params(), da.from_array(X, chunks=(600, 2)), da.from_array(y, chunks=600))
     with pytest.raises(ValueError, match="label is required"):
         bdask.train(client, _params(), Xd)

@@ -45,6 +45,26 @@ def _dask_kind(x):
     return None
 
 
+def matrix_kind(X, name):
+    """``"array"`` (a 2-D dask Array chunked along rows only) or ``"frame"`` (a dask
+    DataFrame), else a TypeError / ValueError naming ``name``."""
+    import dask.array as da
+    import dask.dataframe as dd
+    if isinstance(X, da.Array):
+        if X.ndim != 2:
+            raise ValueError(f"{name} must be a 2-D dask array (rows, features), got "
+                             f"shape {X.shape}")
+        if len(X.chunks[1]) != 1 or np.isnan(X.shape[1]):
+            raise ValueError(f"{name}: every chunk must span all {X.shape[1]} columns, got "
+                             f"column chunks {X.chunks[1]}; rechunk with "
+                             f"{name}.rechunk({{1: -1}})")
+        return "array"
+    if isinstance(X, dd.DataFrame):
+        return "frame"
+    raise TypeError(f"{name} must be a dask.array.Array or a dask.dataframe.DataFrame, got "
+                    f"{type(X).__module__}.{type(X).__name__}")
+
+
 def _partitions(x, name, n_parts=None, chunks=None):
     """The list of ``x``'s row partitions as dask delayed objects (a ValueError or
     TypeError naming ``name`` when ``x`` is not a row-partitioned dask collection, or
@@ -174,12 +194,9 @@ class DaskDataset:
         if reference is not None and not isinstance(reference, DaskDataset):
             raise TypeError(f"reference must be a bonsai.dask.DaskDataset, got "
                             f"{type(reference).__name__}")
-        if _dask_kind(data) == "series":
-            raise TypeError("data must be 2-D: a dask array or dask DataFrame, got a dask Series")
+        kind = matrix_kind(data, "data")
         parts_X = _partitions(data, "data")
-        chunks = data.chunks[0] if _dask_kind(data) == "array" else None
-        if _dask_kind(data) == "array" and data.ndim != 2:
-            raise ValueError(f"data must be 2-D (n_samples, n_features), got shape {data.shape}")
+        chunks = data.chunks[0] if kind == "array" else None
         side = {}
         for nm, v in (("label", label), ("weight", weight), ("init_score", init_score)):
             side[nm] = None if v is None else _partitions(v, nm, len(parts_X), chunks)

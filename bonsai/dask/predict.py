@@ -30,6 +30,8 @@ import inspect
 
 import numpy as np
 
+from .data import matrix_kind
+
 __all__ = ["predict"]
 
 #: the keywords of ``Booster.predict`` besides ``X``
@@ -147,22 +149,14 @@ def _output_spec(local, booster, method, kwargs):
 
 def _check_data(data, booster):
     """``"array"`` or ``"frame"``; TypeError / ValueError naming ``data``."""
-    import dask.array as da
-    import dask.dataframe as dd
     F = booster.n_features
-    if isinstance(data, da.Array):
-        if data.ndim != 2:
-            raise ValueError(f"data must be a 2-D dask array (rows, features), got "
-                             f"{data.ndim}-D with shape {data.shape}")
-        if len(data.chunks[1]) != 1 or np.isnan(data.shape[1]):
-            raise ValueError(f"data: every chunk must span all {data.shape[1]} columns, got "
-                             f"column chunks {data.chunks[1]}; rechunk with "
-                             "data.rechunk({1: -1})")
+    kind = matrix_kind(data, "data")
+    if kind == "array":
         if data.shape[1] != F:
             raise ValueError(f"data has {data.shape[1]} columns, but the model was trained "
                              f"with {F} features")
         return "array"
-    if isinstance(data, dd.DataFrame):
+    if kind == "frame":
         if len(data.columns) != F:
             raise ValueError(f"data has {len(data.columns)} columns, but the model was "
                              f"trained with {F} features")
@@ -173,8 +167,6 @@ def _check_data(data, booster):
                              f"(first differences, data vs model: {diff}); reorder the "
                              "columns to match")
         return "frame"
-    raise TypeError(f"data must be a dask.array.Array or a dask.dataframe.DataFrame, got "
-                    f"{type(data).__module__}.{type(data).__name__}")
 
 
 # ---------------------------------------------------------------------------

@@ -42,6 +42,7 @@ from .._params import validate_params
 from ..sklearn import BonsaiClassifier, BonsaiRegressor
 from ..sklearn._base import (_IMPORTANCE_TYPES, _check_verbose, _display_callbacks,
                              eval_entries)
+from .data import matrix_kind
 from .predict import _client, predict_method
 from .train import train as dask_train
 
@@ -51,26 +52,6 @@ __all__ = ["DaskBonsaiClassifier", "DaskBonsaiRegressor"]
 # ---------------------------------------------------------------------------
 # Dask collections at the boundary.
 # ---------------------------------------------------------------------------
-
-def _kind(X, name):
-    """``"array"`` (a 2-D dask Array) or ``"frame"`` (a dask DataFrame), else a
-    TypeError naming ``name``."""
-    import dask.array as da
-    import dask.dataframe as dd
-    if isinstance(X, da.Array):
-        if X.ndim != 2:
-            raise ValueError(f"{name} must be a 2-D dask array (rows, features), got "
-                             f"shape {X.shape}")
-        if len(X.chunks[1]) != 1 or np.isnan(X.shape[1]):
-            raise ValueError(f"{name}: every chunk must span all {X.shape[1]} columns, got "
-                             f"column chunks {X.chunks[1]}; rechunk with "
-                             f"{name}.rechunk({{1: -1}})")
-        return "array"
-    if isinstance(X, dd.DataFrame):
-        return "frame"
-    raise TypeError(f"{name} must be a dask.array.Array or a dask.dataframe.DataFrame, got "
-                    f"{type(X).__module__}.{type(X).__name__}")
-
 
 def _meta(X):
     """A zero-row local stand-in of ``X`` for scikit-learn's feature checks."""
@@ -216,7 +197,7 @@ class _DaskModel:
         """
         self.__dict__.pop("booster_", None)   # a failed refit leaves it unfitted
         client = _client(self.client)
-        _kind(X, "X")
+        matrix_kind(X, "X")
         validate_data(self, _meta(X), skip_check_array=True, reset=True)
         y = _check_like(y, X, "y")
         if y is None:
@@ -254,7 +235,7 @@ class _DaskModel:
                                                      "pairs of dask collections")
         out = []
         for i, ((Xv, yv), wv, name) in enumerate(zip(eval_set, weights, eval_names)):
-            _kind(Xv, f"eval_set[{i}] X")
+            matrix_kind(Xv, f"eval_set[{i}] X")
             validate_data(self, _meta(Xv), skip_check_array=True, reset=False)
             yv = _check_like(yv, Xv, f"eval_set[{i}] y")
             if yv is None:
@@ -266,7 +247,7 @@ class _DaskModel:
     # -- predict ----------------------------------------------------------------
     def _map(self, method, X, kwargs):
         check_is_fitted(self)
-        _kind(X, "X")
+        matrix_kind(X, "X")
         validate_data(self, _meta(X), skip_check_array=True, reset=False)
         return predict_method(self.client, self.to_local(), X, method, kwargs)
 
