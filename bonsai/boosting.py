@@ -84,7 +84,7 @@ def _sample_rows(backend, p, it, n, segs, comm, out):
     shard).  Each row is kept when a hash of (seed, round, global row id) falls below
     ``subsample`` (``backend.sample_rows``), so the sample does not depend on how the
     rows are split; a sample empty over every shard takes every row instead."""
-    n_all = _sum_int(comm, n)
+    n_all = _comm_mod.total_rows(comm, n)
     if p.subsample >= 1.0:
         return None, n_all
     k = backend.sample_rows(n, segs, p.subsample, _seed(p.random_state, it, -1), out)

@@ -50,6 +50,11 @@ class Comm(Protocol):
     def allgather(self, obj) -> list:
         """Every rank's ``obj``, in rank order."""
 
+    def reduce_scatter_sum(self, parts) -> np.ndarray:
+        """``parts``: one int64 array per rank (this rank's contribution to each);
+        returns the element-wise sum over ranks of their ``parts[self.rank]`` (every
+        rank's ``parts[j]`` has one shape)."""
+
 
 class LocalComm:
     """One rank: every collective returns its input."""
@@ -66,6 +71,9 @@ class LocalComm:
     def allgather(self, obj):
         return [obj]
 
+    def reduce_scatter_sum(self, parts):
+        return parts[0]
+
 
 LOCAL = LocalComm()
 
@@ -76,7 +84,8 @@ def check_comm(comm):
         return LOCAL
     if not isinstance(comm, Comm):
         raise TypeError(f"comm must implement bonsai.comm.Comm (rank, size, allreduce_sum, "
-                        f"allreduce_max, allgather), got {type(comm).__name__}")
+                        f"allreduce_max, allgather, reduce_scatter_sum), got "
+                        f"{type(comm).__name__}")
     if not (isinstance(comm.size, int) and comm.size >= 1
             and isinstance(comm.rank, int) and 0 <= comm.rank < comm.size):
         raise ValueError(f"comm: rank={comm.rank!r} and size={comm.size!r} must be ints with "
@@ -143,6 +152,22 @@ def global_ids(segs, local):
     local = np.asarray(local, np.int64)
     j = np.searchsorted(segs[:, 0], local, side="right") - 1
     return segs[j, 1] + (local - segs[j, 0])
+
+
+def total_rows(comm, n_local):
+    """The global row count (asked of the ranks once per communicator and row count;
+    every round's row sample needs it)."""
+    if is_local(comm):
+        return int(n_local)
+    cache = getattr(comm, "_bonsai_total_rows", None)
+    if cache is None or cache[0] != n_local:
+        total = int(comm.allreduce_sum(np.array([n_local], np.int64))[0])
+        try:
+            comm._bonsai_total_rows = (n_local, total)
+        except AttributeError:      # a comm that takes no attributes: ask every time
+            return total
+        return total
+    return cache[1]
 
 
 def row_offset(comm, n_local):

@@ -16,6 +16,21 @@ from .categorical import CategoryMap, resolve_features
 from .data import check_vector, is_integer, take_rows, to_matrix
 
 
+def check_feature_names(feature_names, names, n_features):
+    """The feature names: ``feature_names`` (as str, one per feature) when given, else
+    the data's ``names`` (None for plain arrays); a ValueError when they do not fit
+    or repeat."""
+    if feature_names is not None:
+        feature_names = [str(f) for f in feature_names]
+        if len(feature_names) != n_features:
+            raise ValueError(f"feature_names has {len(feature_names)} names but the data "
+                             f"has {n_features} features")
+        names = feature_names
+    if names is not None and len(set(names)) != len(names):
+        raise ValueError("feature_names must be unique")
+    return names
+
+
 class Dataset:
     """Binned training or validation data.
 
@@ -42,14 +57,7 @@ class Dataset:
         X, names, pd_cats = to_matrix(data, with_categories=True)
         n, n_features = X.shape
         self._shape = (n, n_features)
-        if feature_names is not None:
-            feature_names = [str(f) for f in feature_names]
-            if len(feature_names) != n_features:
-                raise ValueError(f"feature_names has {len(feature_names)} names but the data "
-                                 f"has {n_features} features")
-            names = feature_names
-        if names is not None and len(set(names)) != len(names):
-            raise ValueError("feature_names must be unique")
+        names = check_feature_names(feature_names, names, n_features)
         self.weight = None if weight is None else check_vector(weight, n, "weight", allow_negative=False)
         if self.weight is not None and not self.weight.sum() > 0:
             raise ValueError("weight must not be all zero")

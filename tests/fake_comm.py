@@ -61,6 +61,22 @@ class ThreadComm:
     def allgather(self, obj):
         return self._exchange(obj)
 
+    def reduce_scatter_sum(self, parts):
+        if len(parts) != self.size:
+            raise ValueError(f"reduce_scatter_sum takes {self.size} parts, got {len(parts)}")
+        for p in parts:
+            if np.asarray(p).dtype != np.int64:
+                raise TypeError(f"reduce_scatter_sum takes int64 arrays, got {np.asarray(p).dtype}")
+        every = self._exchange([np.asarray(p) for p in parts])
+        mine = [ps[self.rank] for ps in every]
+        if any(q.shape != mine[0].shape for q in mine):
+            raise ValueError(f"reduce_scatter_sum: shapes differ between ranks: "
+                             f"{[q.shape for q in mine]}")
+        out = mine[0].copy()
+        for q in mine[1:]:
+            out += q
+        return out
+
 
 def run_ranks(size, fn):
     """[fn(comm, rank) for every rank], run at once in ``size`` threads; re-raises the

@@ -12,12 +12,16 @@ from fake_comm import run_ranks
 N = 1500
 
 
-@pytest.fixture(autouse=True)
-def _check_child_rows(monkeypatch):
-    """Every staged split also sums the partitions' child counts and asserts they
+@pytest.fixture(autouse=True, params=["blocks", "full"])
+def _search(request, monkeypatch):
+    """Every test runs twice: with the split search cut into feature blocks from the
+    root on (``backends/cpu/blocks.py``), and with every rank summing every bin.
+    Every staged split also sums the partitions' child counts and asserts they
     equal the counts read from the parents' splits."""
     from bonsai.backends.cpu import builder
     monkeypatch.setattr(builder, "CHECK_CHILD_ROWS", True)
+    monkeypatch.setenv("BONSAI_BLOCK_BYTES", "0" if request.param == "blocks" else str(1 << 62))
+    return request.param
 
 
 def _data(objective, seed=0):
@@ -162,6 +166,34 @@ def test_shards_holding_any_rows_grow_the_one_shard_model(extra):
     plain = [ds.subset(np.concatenate([np.arange(a, b) for a, b in r])) for r in place]
     other, _ = _fit_ranks(params, plain, valid=_placed(dv, vplace))
     assert other[0][0] != one.model_to_string()
+
+
+def test_feature_blocks_are_used_from_the_threshold_on(monkeypatch, _search):
+    """With BONSAI_BLOCK_BYTES=0 every histogram batch is reduce-scattered by feature
+    block (never all-reduced); with a huge threshold never."""
+    import fake_comm
+    calls = {"rs": 0, "sum": 0}
+    rs, ar = fake_comm.ThreadComm.reduce_scatter_sum, fake_comm.ThreadComm.allreduce_sum
+
+    def count_rs(self, parts):
+        calls["rs"] += 1
+        return rs(self, parts)
+
+    def count_sum(self, a):
+        if np.asarray(a).ndim == 3:      # a histogram batch (m, bins, cells)
+            calls["sum"] += 1
+        return ar(self, a)
+    monkeypatch.setattr(fake_comm.ThreadComm, "reduce_scatter_sum", count_rs)
+    monkeypatch.setattr(fake_comm.ThreadComm, "allreduce_sum", count_sum)
+    X, y = _data("binary")
+    ds = bonsai.Dataset(X, label=y)
+    params = _params(GROWERS[0], OBJECTIVES[0])
+    results, _ = _fit_ranks(params, _sharded(ds, [700]))
+    assert results[0][0] == bonsai.train(params, ds).model_to_string()
+    if _search == "blocks":
+        assert calls["rs"] > 0 and calls["sum"] == 0
+    else:
+        assert calls["rs"] == 0 and calls["sum"] > 0
 
 
 def test_bad_global_rows_are_refused():

@@ -151,6 +151,58 @@ def test_collectives_match_numpy(k):
         assert min(out["stats"]["bytes_sent"] for out in res) >= one_copy
 
 
+def _rs_parts(rank, k, call):
+    """Rank ``rank``'s parts (one per destination) for reduce-scatter call ``call``:
+    destination j gets a (2, j) array (empty for j = 0), or 1-D in call 1."""
+    rng = np.random.default_rng([11, rank, call])
+    if call == 1:
+        return [rng.integers(-INT_LIM, INT_LIM, size=3 * j + 1, dtype=np.int64)
+                for j in range(k)]
+    return [rng.integers(-INT_LIM, INT_LIM, size=(2, j), dtype=np.int64) for j in range(k)]
+
+
+def _rs_rank(fit_id, rank, addrs):
+    k = len(addrs)
+    comm = DaskComm(fit_id, rank, addrs, timeout=20)
+    out = {"got": [], "unmodified": True}
+    for call in range(2):
+        parts = _rs_parts(rank, k, call)
+        before = [q.copy() for q in parts]
+        out["got"].append(comm.reduce_scatter_sum(parts))
+        out["unmodified"] &= all(np.array_equal(q, b) for q, b in zip(parts, before))
+    try:
+        comm.reduce_scatter_sum([np.zeros(1, np.int64)] * (k + 1))
+        out["len_err"] = None
+    except ValueError as e:
+        out["len_err"] = str(e)
+    out["after"] = comm.allreduce_sum(np.full(2, rank, np.int64))
+    comm.close()
+    return out
+
+
+@pytest.mark.parametrize("k", range(1, 9))
+def test_reduce_scatter_matches_numpy(k):
+    """Rank j gets the sum over ranks of their part j, bit for bit, any W."""
+    @gen_cluster(client=True, nthreads=[("127.0.0.1", 1)] * k)
+    async def run(c, s, *workers):
+        await ensure_plugin(c)
+        addrs = [w.address for w in workers]
+        futs = [c.submit(_rs_rank, f"rs-{k}", r, addrs, workers=[addrs[r]], pure=False)
+                for r in range(k)]
+        return await asyncio.wait_for(c.gather(futs), WAIT_S)
+
+    res = run()
+    for j, out in enumerate(res):
+        assert out["unmodified"]
+        for call in range(2):
+            want = np.sum([_rs_parts(r, k, call)[j] for r in range(k)], axis=0, dtype=np.int64)
+            got = out["got"][call]
+            assert got.shape == want.shape and got.dtype == np.int64
+            assert got.tobytes() == want.tobytes(), (j, call)
+        assert "takes a list of" in out["len_err"]
+        assert out["after"].tolist() == [k * (k - 1) // 2] * 2
+
+
 def _blocked_rank(fit_id, rank, addrs, timeout):
     """Calls allreduce_sum and reports what it raised and when (time.time())."""
     comm = DaskComm(fit_id, rank, addrs, timeout=timeout)

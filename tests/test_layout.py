@@ -296,3 +296,19 @@ def test_every_kernel_releases_the_gil():
             if not (isinstance(v, ast.Constant) and v.value is True):
                 missing.append(f"{name}:{call.lineno}")
     assert not missing, f"njit without nogil=True at {missing}"
+
+
+def test_only_bonsai_dask_imports_dask():
+    """``import bonsai`` never imports Dask: no module outside ``bonsai/dask/``
+    imports ``dask`` or ``distributed`` (at module level or inside a function)."""
+    bad = []
+    for mod, path in module_files(PACKAGE_DIR, "bonsai").items():
+        if mod == "bonsai.dask" or mod.startswith("bonsai.dask."):
+            continue
+        visitor = _Imports()
+        visitor.visit(ast.parse(path.read_text(encoding="utf-8"), filename=str(path)))
+        for line, level, name, names in visitor.found:
+            top = (name or "").split(".")[0]
+            if level == 0 and top in ("dask", "distributed"):
+                bad.append(f"{mod}:{line} imports {name}")
+    assert not bad, bad

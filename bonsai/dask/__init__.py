@@ -9,11 +9,16 @@ package (``pip install bonsai-gbt[dask]``).
 
 * ``DaskDataset`` (``data``): binning where the partitions live;
 * ``train`` (``train``): the driver;
+* ``predict`` (``predict``): prediction partition by partition;
+* ``DaskBonsaiRegressor``, ``DaskBonsaiClassifier`` (``sklearn``): the estimators;
 * ``collective``: the worker-to-worker all-reduce;
 * ``WorkerLostError``: what a fit raises when a worker holding a shard leaves.
 """
 from ._errors import WorkerLostError
 from .data import DaskDataset
+from .predict import predict
+from .sklearn import DaskBonsaiClassifier, DaskBonsaiRegressor
 from .train import train
 
-__all__ = ["DaskDataset", "WorkerLostError", "train"]
+__all__ = ["DaskBonsaiClassifier", "DaskBonsaiRegressor", "DaskDataset", "WorkerLostError",
+           "predict", "train"]

@@ -65,6 +65,10 @@ Threads
     lock, so other ranks in the same process can run kernels).  The mailbox and its
     asyncio futures are only touched on the event loop.
 
+Layout
+    The mailbox, the plugin and ``abort_fit`` live in ``_mailbox``; this module the
+    ``DaskComm`` and its exchanges.
+
 Internal-API risk
     ``worker.handlers`` and ``worker.rpc`` are not documented Dask API (Dask's own
     P2P shuffle uses them the same way, ``distributed/shuffle/_worker_plugin.py``).
@@ -76,184 +80,49 @@ import asyncio
 import math
 import numbers
 import time
-from collections import OrderedDict
 
 import numpy as np
-from distributed import WorkerPlugin, get_worker
+from distributed import get_worker
 from distributed.protocol import to_serialize
 from distributed.utils import sync
 
 from bonsai._threads import waiting_on_peers
 
+from ._mailbox import (_OK, PLUGIN_NAME, CollectivePlugin, PeerLostError, _on_loop, _plugin,
+                       abort_fit, ensure_plugin)
+
 __all__ = ["CollectivePlugin", "DaskComm", "PeerLostError", "abort_fit", "ensure_plugin",
            "PLUGIN_NAME"]
-
-PLUGIN_NAME = "bonsai-collective"
-HANDLER = "bonsai_put"
-MAX_FINISHED = 4096     # finished fit ids a mailbox remembers (to reject late messages)
-_OK = "OK"
-
-
-class PeerLostError(RuntimeError):
-    """A peer of the fit is gone (its worker was lost and the driver aborted the fit,
-    it could not be reached, or it gave up); the collective cannot complete."""
-
-    def __init__(self, reason):
-        self.reason = str(reason)
-        super().__init__(self.reason)
-
-
-class _Mailbox:
-    """One worker's messages: ``fit_id -> {(seq, step, src, dst): Future}``, and the
-    recently finished fits ``fit_id -> (state, reason)`` (state "aborted", "failed"
-    or "closed").  Only used on the worker's event loop."""
-
-    def __init__(self):
-        self.slots = {}
-        self.finished = OrderedDict()
-
-    def _slot(self, fit_id, key):
-        box = self.slots.setdefault(fit_id, {})
-        fut = box.get(key)
-        if fut is None:
-            fut = box[key] = asyncio.get_running_loop().create_future()
-        return fut
-
-    def put(self, fit_id, key, payload):
-        if fit_id in self.finished:
-            state, reason = self.finished[fit_id]
-            return {"status": "rejected", "state": state, "reason": reason}
-        fut = self._slot(fit_id, key)
-        if fut.done():
-            return {"status": "rejected", "state": "duplicate",
-                    "reason": f"a second message for fit {fit_id!r} {key}"}
-        fut.set_result(payload)
-        return _OK
-
-    def check(self, fit_id):
-        """Raise if ``fit_id`` is finished here."""
-        if fit_id in self.finished:
-            state, reason = self.finished[fit_id]
-            if state == "closed":
-                raise RuntimeError(f"the DaskComm of fit {fit_id!r} is closed")
-            raise PeerLostError(reason)
-
-    async def get(self, fit_id, key, timeout, describe):
-        self.check(fit_id)
-        fut = self._slot(fit_id, key)
-        try:
-            return await asyncio.wait_for(fut, timeout)
-        except asyncio.TimeoutError:
-            raise TimeoutError(f"no message within {timeout:g} s from {describe()}") from None
-        finally:
-            box = self.slots.get(fit_id)
-            if box is not None:
-                box.pop(key, None)
-                if not box:
-                    del self.slots[fit_id]
-
-    def finish(self, fit_id, state, reason):
-        """Mark ``fit_id`` finished (the first state sticks), drop its buffered
-        messages and fail its pending receives; returns how many were pending."""
-        if fit_id not in self.finished:
-            self.finished[fit_id] = (state, str(reason))
-            while len(self.finished) > MAX_FINISHED:
-                self.finished.popitem(last=False)
-        state, reason = self.finished[fit_id]
-        n = 0
-        for fut in self.slots.pop(fit_id, {}).values():
-            if not fut.done():
-                fut.set_exception(PeerLostError(reason) if state != "closed" else
-                                  RuntimeError(f"the DaskComm of fit {fit_id!r} was closed"))
-                n += 1
-        return n
-
-    def shutdown(self, reason):
-        for fit_id in list(self.slots):
-            self.finish(fit_id, "aborted", reason)
-
-
-class CollectivePlugin(WorkerPlugin):
-    """Adds the ``bonsai_put`` handler to a worker and holds its mailbox."""
-
-    name = PLUGIN_NAME
-    idempotent = True       # registering again keeps the running instance (and mailbox)
-
-    def setup(self, worker):
-        self.worker = worker
-        self.mailbox = _Mailbox()
-        worker.handlers[HANDLER] = self.bonsai_put
-
-    def teardown(self, worker):
-        if worker.handlers.get(HANDLER) == self.bonsai_put:
-            del worker.handlers[HANDLER]
-        self.mailbox.shutdown(f"worker {worker.address} closed its bonsai-collective plugin")
-
-    async def bonsai_put(self, fit_id, seq, step, src, dst, kinds, metas, data=None):
-        return self.mailbox.put(fit_id, (seq, step, src, dst), (kinds, metas, data))
-
-
-def ensure_plugin(client):
-    """Register ``CollectivePlugin`` on every current and future worker of
-    ``client``'s cluster, once (a second call changes nothing).  With an asynchronous
-    client, await the result."""
-    return client.register_plugin(CollectivePlugin(), name=PLUGIN_NAME)
-
-
-def _plugin(worker):
-    plugin = worker.plugins.get(PLUGIN_NAME)
-    if plugin is None or not hasattr(plugin, "mailbox"):
-        return None
-    return plugin
-
-
-def _on_loop(worker, fn, *args):
-    """``fn(*args)`` run on ``worker``'s event loop (directly when already on it)."""
-    try:
-        on_loop = asyncio.get_running_loop() is worker.loop.asyncio_loop
-    except RuntimeError:
-        on_loop = False
-    if on_loop:
-        return fn(*args)
-
-    async def call():
-        return fn(*args)
-    return sync(worker.loop, call)
-
-
-def abort_fit(fit_id, reason, dask_worker=None):
-    """Fail every pending and later receive of fit ``fit_id`` on this worker with
-    ``PeerLostError(reason)``; later messages of the fit are rejected.  The driver
-    runs it as ``client.run(abort_fit, fit_id, reason, workers=[...])`` (on the
-    worker's event loop); from another thread it hands the work to the loop.
-    Returns the number of receives it failed."""
-    worker = dask_worker if dask_worker is not None else get_worker()
-    plugin = _plugin(worker)
-    if plugin is None:
-        return 0
-    return _on_loop(worker, plugin.mailbox.finish, fit_id, "aborted", reason)
 
 
 class _State:
     """What a rank holds during one call: the collective kinds and (dtype, shape)
-    metas seen so far, and the partial result (None once they disagree)."""
+    metas seen so far, and the partial result (None once they disagree).  ``owned``:
+    the array is this rank's alone (a copy, or received over TCP), so sums may be
+    added into it instead of into a new array (fewer passes over the bytes)."""
 
-    __slots__ = ("kinds", "metas", "value")
+    __slots__ = ("kinds", "metas", "value", "owned")
 
-    def __init__(self, kinds, metas, value):
+    def __init__(self, kinds, metas, value, owned=False):
         self.kinds, self.metas, self.value = kinds, metas, value
+        self.owned = owned and isinstance(value, np.ndarray) and value.flags.writeable
 
-    def merge(self, other):
+    def merge(self, other, inplace=False):
+        """The union of two states; ``inplace`` (over TCP only: an array sent there is
+        already in the socket) lets a sum go into an owned array."""
         kinds, metas = self.kinds | other.kinds, self.metas | other.metas
         value = None
         if (len(kinds) == 1 and len(metas) <= 1 and self.value is not None
                 and other.value is not None):
-            if kinds == {"allreduce_sum"}:
-                # a new array (also for 0-d, where a bare np.add returns a scalar)
-                value = np.add(self.value, other.value,
-                               out=np.empty(self.value.shape, np.int64))
-            else:
-                value = {**self.value, **other.value}
+            if kinds == {"allreduce_sum"} or kinds == {"reduce_scatter_sum"}:
+                # into an array of this rank's own, else a new one (also for 0-d,
+                # where a bare np.add returns a scalar); integers: exact either way
+                dst = (other.value if inplace and other.owned else
+                       self.value if inplace and self.owned else
+                       np.empty(self.value.shape, np.int64))
+                value = np.add(self.value, other.value, out=dst)
+                return _State(kinds, metas, value, owned=inplace)
+            value = {**self.value, **other.value}
         return _State(kinds, metas, value)
 
     def wire(self):
@@ -265,11 +134,11 @@ class _State:
                     else list(self.value.items()))}
 
     @classmethod
-    def unwire(cls, kinds, metas, data):
+    def unwire(cls, kinds, metas, data, owned=False):
         metas = frozenset((d, None if s is None else tuple(s)) for d, s in metas)
         if isinstance(data, list):
             data = {int(r): obj for r, obj in data}
-        return cls(frozenset(kinds), metas, data)
+        return cls(frozenset(kinds), metas, data, owned)
 
 
 def _check_args(fit_id, rank, addrs, timeout):
@@ -330,6 +199,16 @@ class DaskComm:
         self._box = plugin.mailbox
         self._seq = 0
         self._closed = False
+        self._by_value = not any(str(x).startswith("inproc") for x in self.addrs)
+
+    def _own_copy(self, a):
+        """(value, owned) to send for the caller's array ``a``: over TCP the bytes are
+        copied into the socket before the call returns, so a C-ordered ``a`` goes as
+        it is (never written); in-process (``inproc://``, objects by reference) a
+        copy."""
+        if self._by_value and a.flags.c_contiguous:
+            return a, False
+        return np.array(a, order="C"), self._by_value
 
     def __repr__(self):
         return (f"DaskComm(fit_id={self.fit_id!r}, rank={self.rank}, size={self.size}, "
@@ -345,8 +224,8 @@ class DaskComm:
         not modified).  TypeError unless every rank passed an int64 ndarray;
         ValueError if the shapes differ between ranks."""
         if isinstance(a, np.ndarray) and a.dtype == np.int64:
-            mine = _State(frozenset({"allreduce_sum"}),
-                          frozenset({("int64", a.shape)}), np.array(a, order="C"))
+            mine = _State(frozenset({"allreduce_sum"}), frozenset({("int64", a.shape)}),
+                          *self._own_copy(a))
         else:
             what = str(a.dtype) if isinstance(a, np.ndarray) else type(a).__name__
             mine = _State(frozenset({"allreduce_sum"}),
@@ -361,7 +240,7 @@ class DaskComm:
             raise ValueError(f"allreduce_sum: shapes differ between ranks: "
                              f"{sorted(s for _, s in state.metas)} (rank {self.rank} "
                              f"has {a.shape})")
-        return state.value
+        return state.value.copy() if state.value is a else state.value
 
     def allreduce_max(self, x):
         """The largest of the ranks' ``x`` (a float; NaN if any rank's is NaN)."""
@@ -375,6 +254,37 @@ class DaskComm:
     def allgather(self, obj):
         """Every rank's ``obj``, in rank order."""
         return self._gather("allgather", obj)
+
+    def reduce_scatter_sum(self, parts):
+        """The element-wise sum over ranks of their ``parts[self.rank]`` (``parts``: one
+        int64 array per rank; a new array).  Every rank sends ``parts[j]`` straight to
+        rank ``j`` and receives its own part from every other rank, all at once (one
+        round trip; each rank moves (W - 1) parts each way).  TypeError unless this
+        rank's part from every rank is an int64 ndarray, ValueError if their shapes
+        differ (raised on the rank receiving them)."""
+        if not isinstance(parts, (list, tuple)) or len(parts) != self.size:
+            raise ValueError(f"reduce_scatter_sum takes a list of {self.size} arrays (one "
+                             f"per rank), got {type(parts).__name__} of length "
+                             f"{len(parts) if hasattr(parts, '__len__') else '?'}")
+        kind = frozenset({"reduce_scatter_sum"})
+        states = []
+        for p in parts:
+            if isinstance(p, np.ndarray) and p.dtype == np.int64:
+                states.append(_State(kind, frozenset({("int64", p.shape)}),
+                                     *self._own_copy(p)))
+            else:
+                what = str(p.dtype) if isinstance(p, np.ndarray) else type(p).__name__
+                states.append(_State(kind, frozenset({(what, getattr(p, "shape", None))}),
+                                     None))
+        state = self._run(states, self._all_to_all)
+        dtypes = sorted({d for d, _ in state.metas})
+        if dtypes != ["int64"]:
+            raise TypeError(f"reduce_scatter_sum takes int64 ndarrays; rank {self.rank}'s "
+                            f"parts were {', '.join(dtypes)}")
+        if len(state.metas) > 1:
+            raise ValueError(f"reduce_scatter_sum: the ranks' parts for rank {self.rank} have "
+                             f"different shapes: {sorted(s for _, s in state.metas)}")
+        return state.value.copy() if state.value is parts[self.rank] else state.value
 
     def close(self):
         """Drop this fit's mailbox state on this worker; later messages of the fit are
@@ -396,7 +306,7 @@ class DaskComm:
         state = self._run(_State(frozenset({kind}), frozenset(), {self.rank: obj}))
         return [state.value[r] for r in range(self.size)]
 
-    def _run(self, mine):
+    def _run(self, mine, exchange=None):
         if self._closed:
             raise RuntimeError(f"the DaskComm of fit {self.fit_id!r} is closed")
         seq = self._seq
@@ -405,10 +315,10 @@ class DaskComm:
         try:
             if self.size == 1:
                 self._box_check()
-                state = mine
+                state = mine[0] if isinstance(mine, list) else mine
             else:
                 with waiting_on_peers():
-                    state = sync(self._worker.loop, self._exchange, seq, mine)
+                    state = sync(self._worker.loop, exchange or self._exchange, seq, mine)
             if len(state.kinds) > 1:
                 raise RuntimeError(
                     f"fit {self.fit_id!r}: the ranks called different collectives "
@@ -437,11 +347,11 @@ class DaskComm:
             if r >= p:
                 await self._send(seq, 0, r - p, state)
                 got = await self._recv(seq, last, r - p)
-                if isinstance(got.value, np.ndarray):
+                if isinstance(got.value, np.ndarray) and not got.owned:
                     got.value = got.value.copy()    # not the partner's own result array
                 return got
             if r + p < w:
-                state = state.merge(await self._recv(seq, 0, r + p))
+                state = state.merge(await self._recv(seq, 0, r + p), self._by_value)
             for k in range(last - 1):
                 peer = r ^ (1 << k)
                 tasks = [asyncio.ensure_future(self._send(seq, k + 1, peer, state)),
@@ -452,22 +362,52 @@ class DaskComm:
                     for t in tasks:
                         t.cancel()
                     raise
-                state = state.merge(got)
+                state = state.merge(got, self._by_value)
             if r + p < w:
                 await self._send(seq, last, r + p, state)
             return state
         except (Exception, asyncio.CancelledError) as e:
-            # a transport failure (validation happens after the exchange): the fit is
-            # over on this rank, its later messages are rejected
-            self._box.finish(self.fit_id, "failed",
-                             f"rank {self.rank} ({self.addrs[self.rank]}) of fit "
-                             f"{self.fit_id!r} failed in collective #{seq}: {e}")
+            self._failed(seq, e)
+            raise
+
+    def _failed(self, seq, e):
+        """A transport failure in call ``seq`` (validation happens after the exchange):
+        the fit is over on this rank, its later messages are rejected."""
+        self._box.finish(self.fit_id, "failed",
+                         f"rank {self.rank} ({self.addrs[self.rank]}) of fit "
+                         f"{self.fit_id!r} failed in collective #{seq}: {e}")
+
+    async def _all_to_all(self, seq, states):
+        """Send ``states[j]`` to every rank j, receive every rank's state for this one,
+        merge them in rank order."""
+        try:
+            self._box.check(self.fit_id)
+            r = self.rank
+            peers = [j for j in range(self.size) if j != r]
+            tasks = [asyncio.ensure_future(self._send(seq, 0, j, states[j])) for j in peers]
+            tasks += [asyncio.ensure_future(self._recv(seq, 0, j)) for j in peers]
+            try:
+                done = await asyncio.gather(*tasks)
+            except BaseException:
+                for t in tasks:
+                    t.cancel()
+                raise
+            got = dict(zip(peers, done[len(peers):]))
+            got[r] = states[r]
+            state = got[0]
+            for j in range(1, self.size):
+                state = state.merge(got[j], self._by_value)
+            if state.value is not None and state.value is states[r].value:
+                state.value = state.value.copy()
+            return state
+        except (Exception, asyncio.CancelledError) as e:
+            self._failed(seq, e)
             raise
 
     async def _recv(self, seq, step, src):
         got = await self._box.get(self.fit_id, (seq, step, src, self.rank), self.timeout,
                                   lambda: self._describe(seq, step, src))
-        return _State.unwire(*got)
+        return _State.unwire(*got, owned=self._by_value)
 
     async def _send(self, seq, step, dst, state):
         msg = state.wire()

@@ -25,7 +25,7 @@ from .. import binning
 from ..binning import BinMapper, QuantileSummary
 from ..categorical import CategoryMap, _py, resolve_features
 from ..data import is_integer
-from ..dataset import Dataset
+from ..dataset import Dataset, check_feature_names
 
 #: entries a partition's per-feature summary keeps (exact below this many distinct
 #: values), and the size the merged summary is pruned to after every merge
@@ -43,6 +43,26 @@ def _dask_kind(x):
     if isinstance(x, dd.Series):
         return "series"
     return None
+
+
+def matrix_kind(X, name):
+    """``"array"`` (a 2-D dask Array chunked along rows only) or ``"frame"`` (a dask
+    DataFrame), else a TypeError / ValueError naming ``name``."""
+    import dask.array as da
+    import dask.dataframe as dd
+    if isinstance(X, da.Array):
+        if X.ndim != 2:
+            raise ValueError(f"{name} must be a 2-D dask array (rows, features), got "
+                             f"shape {X.shape}")
+        if len(X.chunks[1]) != 1 or np.isnan(X.shape[1]):
+            raise ValueError(f"{name}: every chunk must span all {X.shape[1]} columns, got "
+                             f"column chunks {X.chunks[1]}; rechunk with "
+                             f"{name}.rechunk({{1: -1}})")
+        return "array"
+    if isinstance(X, dd.DataFrame):
+        return "frame"
+    raise TypeError(f"{name} must be a dask.array.Array or a dask.dataframe.DataFrame, got "
+                    f"{type(X).__module__}.{type(X).__name__}")
 
 
 def _partitions(x, name, n_parts=None, chunks=None):
@@ -174,12 +194,9 @@ class DaskDataset:
         if reference is not None and not isinstance(reference, DaskDataset):
             raise TypeError(f"reference must be a bonsai.dask.DaskDataset, got "
                             f"{type(reference).__name__}")
-        if _dask_kind(data) == "series":
-            raise TypeError("data must be 2-D: a dask array or dask DataFrame, got a dask Series")
+        kind = matrix_kind(data, "data")
         parts_X = _partitions(data, "data")
-        chunks = data.chunks[0] if _dask_kind(data) == "array" else None
-        if _dask_kind(data) == "array" and data.ndim != 2:
-            raise ValueError(f"data must be 2-D (n_samples, n_features), got shape {data.shape}")
+        chunks = data.chunks[0] if kind == "array" else None
         side = {}
         for nm, v in (("label", label), ("weight", weight), ("init_score", init_score)):
             side[nm] = None if v is None else _partitions(v, nm, len(parts_X), chunks)
@@ -249,14 +266,7 @@ class DaskDataset:
             if s[1] != names:
                 raise ValueError("data: the partitions' column names differ")
         n_features = len(live[0][3])
-        if feature_names is not None:
-            feature_names = [str(f) for f in feature_names]
-            if len(feature_names) != n_features:
-                raise ValueError(f"feature_names has {len(feature_names)} names but the data "
-                                 f"has {n_features} features")
-            names = feature_names
-        if names is not None and len(set(names)) != len(names):
-            raise ValueError("feature_names must be unique")
+        names = check_feature_names(feature_names, names, n_features)
         merged = None
         for s in live:
             sums = s[3]

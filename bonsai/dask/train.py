@@ -98,6 +98,12 @@ def _fit_rank(rank, addrs, fit_id, params, template, train, valids, names, callb
     p = dict(params)
     if p.get("n_threads") is None:
         p["n_threads"] = int(worker.state.nthreads)
+    callbacks = list(callbacks or [])
+    if rank != 0:   # one copy of the progress display and evaluation lines: rank 0's
+        from bonsai.callbacks import EvaluationMonitor
+        from bonsai.progress import ProgressBar
+        callbacks = [cb for cb in callbacks
+                     if not isinstance(cb, (EvaluationMonitor, ProgressBar))]
     state = {"round": None}
     comm = DaskComm(fit_id, rank, list(addrs), timeout=timeout)
     state["calls"] = lambda: comm.calls
@@ -108,7 +114,7 @@ def _fit_rank(rank, addrs, fit_id, params, template, train, valids, names, callb
     try:
         booster = bonsai.train(p, ds, valid_sets=vsets or None,
                                valid_names=names or None,
-                               callbacks=list(callbacks or []) + [_RoundTracker(state)],
+                               callbacks=callbacks + [_RoundTracker(state)],
                                _comm=comm)
         _RUNNING.pop(fit_id, None)
     finally:
@@ -172,7 +178,8 @@ def train(client, params, data, label=None, *, weight=None, init_score=None,
         ``data`` is not a DaskDataset)
     valid_sets : list of ``DaskDataset`` (binned with ``reference=`` the training
         set's) or ``(X, y)`` / ``(X, y, w)`` tuples of dask collections
-    valid_names, callbacks : as ``bonsai.train`` (callbacks run on every rank)
+    valid_names, callbacks : as ``bonsai.train`` (callbacks run on every rank, except
+        ``EvaluationMonitor`` and ``ProgressBar``: rank 0's only, one display)
     timeout : seconds a rank waits for a peer, and the driver for the workers' lock
         (default 600)
 

@@ -107,6 +107,34 @@ def _booster_predict(booster, X, kind, iteration_range):
 # What a fit shows while it runs.
 # ---------------------------------------------------------------------------
 
+def eval_entries(eval_set, eval_sample_weight, eval_names, what):
+    """``eval_set`` (one ``(X, y)`` pair or a list of them), its weights and names
+    checked and aligned: (pairs, weights, names), a list each.  ``what`` names the
+    pairs in the TypeError (e.g. "pairs of dask collections")."""
+    if (isinstance(eval_set, tuple) and len(eval_set) == 2
+            and not isinstance(eval_set[0], (tuple, list))):
+        eval_set = [eval_set]  # a single (X, y) pair
+    if not isinstance(eval_set, (list, tuple)) or not all(
+            isinstance(p, (tuple, list)) and len(p) == 2 for p in eval_set):
+        raise TypeError(f"eval_set must be a list of (X, y) {what}")
+    k = len(eval_set)
+    if eval_names is None:
+        eval_names = [f"valid_{i}" for i in range(k)]
+    elif isinstance(eval_names, str):
+        eval_names = [eval_names]
+    eval_names = list(eval_names)
+    if len(eval_names) != k or not all(isinstance(s, str) for s in eval_names):
+        raise ValueError(f"eval_names must be {k} str, one per eval_set entry; "
+                         f"got {eval_names!r}")
+    if len(set(eval_names)) != k:
+        raise ValueError(f"eval_names must be unique, got {eval_names!r}")
+    weights = [None] * k if eval_sample_weight is None else list(eval_sample_weight)
+    if len(weights) != k:
+        raise ValueError(f"eval_sample_weight has {len(weights)} entries but eval_set "
+                         f"has {k}")
+    return list(eval_set), weights, eval_names
+
+
 def _check_verbose(verbose):
     if verbose is None or isinstance(verbose, (bool, np.bool_)):
         return verbose
@@ -296,29 +324,8 @@ class _BonsaiModel(BaseEstimator):
         """Validate eval sets -> [(name, X, encoded y, weight)]."""
         if eval_set is None:
             return []
-        if (isinstance(eval_set, tuple) and len(eval_set) == 2
-                and not isinstance(eval_set[0], (tuple, list))):
-            eval_set = [eval_set]  # a single (X, y) pair
-        if not isinstance(eval_set, (list, tuple)) or not all(
-                isinstance(p, (tuple, list)) and len(p) == 2 for p in eval_set):
-            raise TypeError("eval_set must be a list of (X, y) pairs")
-        k = len(eval_set)
-        if eval_names is None:
-            eval_names = [f"valid_{i}" for i in range(k)]
-        elif isinstance(eval_names, str):
-            eval_names = [eval_names]
-        eval_names = list(eval_names)
-        if len(eval_names) != k or not all(isinstance(s, str) for s in eval_names):
-            raise ValueError(f"eval_names must be {k} str, one per eval_set entry; "
-                             f"got {eval_names!r}")
-        if len(set(eval_names)) != k:
-            raise ValueError(f"eval_names must be unique, got {eval_names!r}")
-        if eval_sample_weight is None:
-            eval_sample_weight = [None] * k
-        eval_sample_weight = list(eval_sample_weight)
-        if len(eval_sample_weight) != k:
-            raise ValueError(f"eval_sample_weight has {len(eval_sample_weight)} entries "
-                             f"but eval_set has {k}")
+        eval_set, eval_sample_weight, eval_names = eval_entries(
+            eval_set, eval_sample_weight, eval_names, "pairs")
         out = []
         for i, ((Xv, yv), wv, name) in enumerate(zip(eval_set, eval_sample_weight, eval_names)):
             Xv = _validate_X(self, Xv, reset=False)

@@ -101,12 +101,14 @@ def quantize(grad, hess, n_rows, out, quant_bins=0, seed=0, comm=LOCAL, segs=Non
     m = np.zeros(2)
     if grad.size:
         _pick(_hist.max_abs, _parallel_rows(grad.shape[0], MIN_PARALLEL_MAX_ABS_ROWS))(grad, hess, m)
-    max_g, max_h = comm.allreduce_max(float(m[0])), comm.allreduce_max(float(m[1]))
+    neg = float(-np.min(hess)) if (out.shape[1] == 1 and hess.size) else 0.0
+    # one round trip for the three maxima (a NaN anywhere stays NaN: non-finite)
+    every = np.array(comm.allgather((float(m[0]), float(m[1]), neg)), np.float64)
+    max_g, max_h, neg = (float(np.nan if np.isnan(c).any() else c.max()) for c in every.T)
     if not (np.isfinite(max_g) and np.isfinite(max_h)):
         raise FloatingPointError("non-finite gradient or hessian")
     if out.shape[1] == 1:
-        neg = float(-np.min(hess)) if hess.size else 0.0
-        if comm.allreduce_max(neg) > 0.0:
+        if neg > 0.0:
             raise ValueError("quantized_grad needs non-negative hessians; the objective "
                              "returned a negative one")
         q = float(max(1, min(quant_bins, (2 ** 31 - 1) // max(n_rows, 1) - 1)))

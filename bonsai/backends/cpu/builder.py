@@ -20,6 +20,8 @@ before the split scan.  Every decision then reads global quantities, so every sh
 grows the same tree (``bonsai.comm``).  ``BONSAI_PROFILE`` also runs staged, to time
 each stage.
 """
+import os
+
 import numpy as np
 
 from ... import _profile
@@ -30,7 +32,20 @@ from . import split_cat as _split_cat
 from . import split_level as _split_level
 from . import split as _split
 from . import step as _step
+from .blocks import FeatureBlocks
 from .layout import hist_layout
+
+#: histogram bytes of one batch from which a fit over several shards splits the
+#: rest of the tree's search between feature blocks (``blocks``): their
+#: reduce-scatter moves about half the bytes at 2 ranks, but the candidates' gather
+#: is one more round trip per batch, which small batches do not pay back
+#: (measured on 2 worker processes on one 2-core host, 1M x 28, depth 8, 50 trees:
+#: summing every bin 5.66 s and 8.9 CPU-s, blocks from 2 MB on 6.25 s and 9.9, blocks
+#: throughout 6.58 s and 10.1 -- so by default only above BLOCK_RANKS ranks)
+BLOCK_BYTES = 1 << 62      # BONSAI_BLOCK_BYTES overrides it (tests: 0, blocks throughout)
+#: above this many ranks every batch goes by blocks (a full sum moves log2(W) times
+#: the histograms)
+BLOCK_RANKS = 8
 
 #: tests set this to also all-reduce the partitions' child counts and assert they
 #: equal the ones read from the parents' splits (``TreeBuilder._child_rows``)
@@ -102,6 +117,12 @@ class TreeBuilder:
         self.cfg, self.cat_cfg, self.min_child_samples = settings, cat, min_child_samples
         self.comm = comm
         self.local = isinstance(comm, LocalComm)
+        # over several shards, from the first batch of BLOCK_BYTES of histograms (or
+        # with more than BLOCK_RANKS ranks) to the end of the tree, each rank owns a
+        # block of the features (``blocks``); before, every rank sums every bin
+        self.blocks = None if self.local else FeatureBlocks(comm, self.feat_off, self.is_cat)
+        self.in_blocks = False
+        self.block_bytes = int(os.environ.get("BONSAI_BLOCK_BYTES", BLOCK_BYTES))
         self.staged = not self.local or _profile.ENABLED
         # fit constants of every split-step call, looked up once here
         self.packed = _packed(self.gh)
@@ -114,6 +135,7 @@ class TreeBuilder:
         ``idx_buf``, partitioned in place by the splits)."""
         self.scales = scales
         self.idx = idx
+        self.in_blocks = False
 
     # ---- the split step ----------------------------------------------------------
     def evaluate_root(self, nodes, masks):
@@ -154,11 +176,18 @@ class TreeBuilder:
             self._reduce_slots(slots)
 
     def _reduce_slots(self, slots):
-        """Sum this shard's histograms ``slots`` over every shard (exact: integers)."""
+        """Sum this shard's histograms ``slots`` over every shard (exact: integers), in
+        this rank's block of the features (``blocks``)."""
         if self.local or slots.shape[0] == 0:
             return
         hist = self.pool.hist
-        hist[slots] = self.comm.allreduce_sum(np.ascontiguousarray(hist[slots]))
+        if not self.in_blocks and (self.comm.size > BLOCK_RANKS
+                                   or slots.shape[0] * hist[0].nbytes >= self.block_bytes):
+            self.in_blocks = True      # the same on every rank: slots and bins agree
+        if self.in_blocks:
+            self.blocks.reduce(hist, slots)
+        else:
+            hist[slots] = self.comm.allreduce_sum(np.ascontiguousarray(hist[slots]))
 
     def _split_staged(self, nodes, batch, new_slot, child_ok, min_split_rows, masks):
         """``split`` as separate calls, with the shards' counts and histograms summed
@@ -219,10 +248,14 @@ class TreeBuilder:
 
     def _scan(self, child_rows, slot, sub, masks, t_bits):
         out = _step.split_outputs(slot.shape[0], t_bits.shape[1])
+        if self.in_blocks:
+            masks = self.blocks.masks(masks)
         with _profile.stage("splits"):
             _step.scan_children(self.pool.hist, child_rows, slot, sub, self.feat_off,
                                 self.n_value_bins, masks, self.is_cat, self.cat_cfg,
                                 self.scales, self.cfg, self.min_child_samples, self.par, *out)
+        if self.in_blocks:
+            self.blocks.merge(out)
         return out
 
     # ---- oblivious levels ----------------------------------------------------------
@@ -230,10 +263,12 @@ class TreeBuilder:
         """The summed gain of every numeric (bin, missing direction) candidate over the
         level's nodes (their histograms ``slots``, rows ``node_rows``), (n_bins_total, 2)."""
         out = np.empty((int(self.feat_off[-1]), 2))
+        if self.in_blocks:
+            mask = self.blocks.masks(mask[None, :])[0]
         _split_level.find_level_split(self.pool.hist, slots, node_rows, self.feat_off,
                                       self.n_value_bins, mask, self.is_cat, self.scales,
                                       self.cfg, self.min_child_samples, out)
-        return out
+        return out if not self.in_blocks else self.blocks.gather_bins(out)
 
     def level_split_categorical(self, slots, node_rows, mask):
         """Each categorical feature's best shared category set over the level and its
@@ -241,10 +276,14 @@ class TreeBuilder:
         n_features = self.n_value_bins.shape[0]
         gain = np.empty(n_features)
         bits = np.empty((n_features, self.cat_words), np.uint64)
+        if self.in_blocks:
+            mask = self.blocks.masks(mask[None, :])[0]
         _split_level.find_level_split_categorical(
             self.pool.hist, slots, node_rows, self.feat_off, self.n_value_bins, mask,
             self.is_cat, self.scales, self.cfg, self.min_child_samples, self.cat_cfg, gain,
             bits)
+        if self.in_blocks:
+            return self.blocks.gather_features(gain), self.blocks.gather_features(bits)
         return gain, bits
 
     def range_sums(self, slots, lo, hi, extra, cnt_factor):
@@ -252,6 +291,9 @@ class TreeBuilder:
         slot; ``cnt_factor`` (m,) estimates counts in packed mode."""
         out = np.empty((slots.shape[0], 3), np.int64)
         _split.range_sums(self.pool.hist, slots, lo, hi, extra, self.scales, cnt_factor, out)
+        if self.in_blocks:
+            feature = int(np.searchsorted(self.feat_off, lo, side="right") - 1)
+            return self.blocks.from_owner(feature, out)
         return out
 
     def bits_sums(self, slots, feature, bits, cnt_factor):
@@ -261,7 +303,7 @@ class TreeBuilder:
         _split_cat.bits_sums(self.pool.hist, slots, int(self.feat_off[feature]),
                              int(self.n_value_bins[feature]), bits, self.scales, cnt_factor,
                              out)
-        return out
+        return out if not self.in_blocks else self.blocks.from_owner(feature, out)
 
 
 def _packed(gh):
