@@ -49,7 +49,13 @@ import bench_fit as BF
 
 SHAPE = BF.SHAPES["higgs"]
 N_WORKERS = 2
-DASK_LIBS = ("bonsai-dask", "xgboost-dask", "lightgbm-dask", "bonsai-dask-quantized")
+DASK_LIBS = ("bonsai-dask", "xgboost-dask", "lightgbm-dask", "bonsai-dask-quantized",
+             "bonsai-dask-blocks")
+BONSAI_DASK = ("bonsai-dask", "bonsai-dask-quantized", "bonsai-dask-blocks")
+#: what ``bonsai-dask-blocks`` puts in the workers' environment: feature blocks
+#: (reduce-scatter + split search by feature block) from the first histogram on,
+#: which bonsai otherwise uses only above 8 ranks (``backends/cpu/builder.py``)
+BLOCKS_ENV = {"BONSAI_BLOCK_BYTES": "0"}
 PEERS = ("xgboost-dask", "lightgbm-dask")
 LIBS = DASK_LIBS + ("bonsai-local",)
 DEFAULT_LIBS = ("bonsai-dask", "xgboost-dask", "lightgbm-dask", "bonsai-local")
@@ -115,9 +121,9 @@ def _warm_bonsai_workers():
 
 FIT = {"bonsai-dask": fit_bonsai_dask, "xgboost-dask": fit_xgboost_dask,
        "lightgbm-dask": fit_lightgbm_dask,
-       "bonsai-dask-quantized": lambda *a: fit_bonsai_dask(*a, quantized=True)}
-WORKER_WARMUP = {"bonsai-dask": _warm_bonsai_workers,
-                 "bonsai-dask-quantized": _warm_bonsai_workers}
+       "bonsai-dask-quantized": lambda *a: fit_bonsai_dask(*a, quantized=True),
+       "bonsai-dask-blocks": fit_bonsai_dask}
+WORKER_WARMUP = {lib: _warm_bonsai_workers for lib in BONSAI_DASK}
 
 
 # ------------------------------------------------------------------ dask child
@@ -161,7 +167,8 @@ def _worker_conditions(client):
         import numba
         return {"pid": os.getpid(), "numba_threads": int(numba.config.NUMBA_NUM_THREADS),
                 "omp": os.environ.get("OMP_NUM_THREADS"),
-                "malloc_trim": os.environ.get("MALLOC_TRIM_THRESHOLD_")}
+                "malloc_trim": os.environ.get("MALLOC_TRIM_THRESHOLD_"),
+                "block_bytes": os.environ.get("BONSAI_BLOCK_BYTES")}
     return {"nthreads": client.nthreads(), "probe": client.run(probe)}
 
 
@@ -247,7 +254,7 @@ def run_all(libs, args, rows):
             else:
                 argv = ["--worker", lib, "--rows", str(rows), "--rounds", str(args.rounds),
                         "--chunks", str(args.chunks), "--malloc-trim", args.malloc_trim]
-                env = C.child_env(1)
+                env = C.child_env(1, BLOCKS_ENV if lib == "bonsai-dask-blocks" else None)
             res = C.run_child([os.path.abspath(__file__), *argv], env, args.timeout)
             res.setdefault("lib", lib)
             # the busy check is over the timed fit, not the whole child process
@@ -324,7 +331,7 @@ def report(libs, results, med, cmp, args, rows):
           "arrays) to the\n  trained model, binning included; cpu s = user + sys of the "
           "client process (scheduler\n  included) and both workers over that time; auc = "
           "test AUC, predicted locally with each\n  library's local model.")
-    for lib in ("bonsai-dask", "bonsai-dask-quantized"):
+    for lib in BONSAI_DASK:
         c = med.get(lib, {}).get("comm")
         if c:
             print(f">> {lib} all-reduce: {c['bytes_per_tree'] / 1e6:.2f} MB sent per tree "
@@ -352,7 +359,9 @@ def report(libs, results, med, cmp, args, rows):
             print(f"  {r['lib']}: worker threads {sorted(r['conditions']['nthreads'].values())}"
                   f", NUMBA_NUM_THREADS {sorted(p['numba_threads'] for p in probe)}, "
                   f"OMP_NUM_THREADS {sorted(str(p['omp']) for p in probe)}, "
-                  f"MALLOC_TRIM_THRESHOLD_ {sorted(str(p.get('malloc_trim')) for p in probe)}")
+                  f"MALLOC_TRIM_THRESHOLD_ {sorted(str(p.get('malloc_trim')) for p in probe)}"
+                  + (f", BONSAI_BLOCK_BYTES {sorted(str(p.get('block_bytes')) for p in probe)}"
+                     if r["lib"] == "bonsai-dask-blocks" else ""))
     print("  settings: depth 8 (lightgbm num_leaves 255), lr 0.1, 255 bins (xgboost "
           "max_bin=256, hist), min 20 rows / 1e-3 hessian per leaf, L2 1.0, seed 0")
 
@@ -368,8 +377,9 @@ def main(argv=None):
                     help="dask: the workers' MALLOC_TRIM_THRESHOLD_ as Dask sets it "
                     "(65536); off: glibc's default (see the module docstring)")
     ap.add_argument("--libs", default=",".join(DEFAULT_LIBS),
-                    help=f"comma list from {', '.join(LIBS)} (the last but one is optional: "
-                    "bonsai.dask with quantized_grad=True, half the histogram bytes)")
+                    help=f"comma list from {', '.join(LIBS)} (optional: bonsai-dask-quantized, "
+                    "quantized_grad=True, half the histogram bytes; bonsai-dask-blocks, "
+                    "feature blocks at 2 ranks too)")
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per child")
     ap.add_argument("--json", default=None, help="also write raw results here")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
