@@ -208,6 +208,29 @@ def test_import_bonsai_never_imports_dask(tmp_path, child_env):
     assert r.stdout.strip() == "[]"
 
 
+def test_the_fits_heap_settings_come_and_go(monkeypatch, tmp_path, child_env):
+    """Without Dask's MALLOC_TRIM_THRESHOLD_ the allocator is left alone; with it (on
+    Linux / glibc) mallopt raises the thresholds for the fit and puts them back."""
+    from bonsai.dask.train import _HeapForTheFit
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
+    assert _HeapForTheFit().libc is None
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "65536")
+    h = _HeapForTheFit()
+    if sys.platform.startswith("linux"):
+        assert h.libc is not None and h.trim == 65536
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "not a number")
+    assert _HeapForTheFit().libc is None
+    # entering and leaving it (in a child: it changes the process's allocator)
+    env = dict(child_env, MALLOC_TRIM_THRESHOLD_="65536")
+    code = ("import numpy as np\nfrom bonsai.dask.train import _HeapForTheFit\n"
+            "with _HeapForTheFit() as h:\n    x = np.ones(3 << 20); del x\n"
+            "print(h.libc is not None)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120, cwd=str(tmp_path), env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == str(sys.platform.startswith("linux"))
+
+
 def test_bad_input_is_refused(client):
     X, y = _data("binary")
     Xd = da.from_array(X, chunks=(600, 5))

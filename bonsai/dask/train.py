@@ -26,6 +26,8 @@ the same edges (``bonsai.Dataset(X, label=y, reference=dtrain.template)``), for 
 number of workers and any placement of the partitions.
 """
 import hashlib
+import os
+import sys
 import threading
 import time
 import uuid
@@ -56,6 +58,47 @@ class _RoundTracker(TrainingCallback):
     def before_iteration(self, booster, it, evals_log):
         self.state["round"] = it
         return False
+
+
+class _HeapForTheFit:
+    """Inside a rank's task: glibc's allocator keeps freed memory for reuse while the
+    fit runs, then goes back to the worker's settings and gives it back.
+
+    A Dask nanny starts workers with ``MALLOC_TRIM_THRESHOLD_=65536``, which also fixes
+    glibc's mmap threshold at 128 KiB: every histogram batch received (MBs per tree
+    level) then lands in freshly mapped pages, about 300k page faults per rank in 50
+    trees of depth 8 on 1M rows.  Here the mmap and trim thresholds are raised for the
+    fit (``mallopt``) and restored after it, with a ``malloc_trim(0)``.  Not glibc (or
+    no such variable set): nothing is changed."""
+
+    M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+
+    def __init__(self, size=256 << 20):
+        self.size = size
+        self.libc = None
+        trim = os.environ.get("MALLOC_TRIM_THRESHOLD_")
+        if trim is None or not sys.platform.startswith("linux"):
+            return
+        try:
+            import ctypes
+            libc = ctypes.CDLL(None)
+            self.trim = int(trim)
+            self.libc = libc if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim") \
+                else None
+        except (OSError, ValueError):
+            self.libc = None
+
+    def __enter__(self):
+        if self.libc is not None:
+            self.libc.mallopt(self.M_MMAP_THRESHOLD, self.size)
+            self.libc.mallopt(self.M_TRIM_THRESHOLD, self.size)
+        return self
+
+    def __exit__(self, *exc):
+        if self.libc is not None:
+            self.libc.mallopt(self.M_MMAP_THRESHOLD, 128 << 10)   # glibc's default
+            self.libc.mallopt(self.M_TRIM_THRESHOLD, self.trim)
+            self.libc.malloc_trim(0)
 
 
 def _segments(starts, sizes):
@@ -112,10 +155,11 @@ def _fit_rank(rank, addrs, fit_id, params, template, train, valids, names, callb
         _RUNNING.pop(next(iter(_RUNNING)))
     t0 = time.perf_counter()
     try:
-        booster = bonsai.train(p, ds, valid_sets=vsets or None,
-                               valid_names=names or None,
-                               callbacks=callbacks + [_RoundTracker(state)],
-                               _comm=comm)
+        with _HeapForTheFit():
+            booster = bonsai.train(p, ds, valid_sets=vsets or None,
+                                   valid_names=names or None,
+                                   callbacks=callbacks + [_RoundTracker(state)],
+                                   _comm=comm)
         _RUNNING.pop(fit_id, None)
     finally:
         comm.close()
