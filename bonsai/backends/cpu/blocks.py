@@ -1,4 +1,6 @@
-"""Feature blocks: how a fit over several shards splits the split search between them.
+"""Feature blocks: how a fit over several shards can split the split search between
+them (opt-in: ``builder.BLOCK_BYTES`` / ``BONSAI_BLOCK_BYTES``; docs/distributed.md
+measures and models when it pays).
 
 With ``W`` ranks the features are cut into ``W`` contiguous blocks of about equal
 bins; rank ``r`` owns block ``r``.  After a histogram build the ranks reduce-scatter

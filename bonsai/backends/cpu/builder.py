@@ -36,16 +36,14 @@ from .blocks import FeatureBlocks
 from .layout import hist_layout
 
 #: histogram bytes of one batch from which a fit over several shards splits the
-#: rest of the tree's search between feature blocks (``blocks``): their
-#: reduce-scatter moves about half the bytes at 2 ranks, but the candidates' gather
-#: is one more round trip per batch, which small batches do not pay back
-#: (measured on 2 worker processes on one 2-core host, 1M x 28, depth 8, 50 trees:
-#: summing every bin 5.66 s and 8.9 CPU-s, blocks from 2 MB on 6.25 s and 9.9, blocks
-#: throughout 6.58 s and 10.1 -- so by default only above BLOCK_RANKS ranks)
-BLOCK_BYTES = 1 << 62      # BONSAI_BLOCK_BYTES overrides it (tests: 0, blocks throughout)
-#: above this many ranks every batch goes by blocks (a full sum moves log2(W) times
-#: the histograms)
-BLOCK_RANKS = 8
+#: rest of the tree's search between feature blocks (``blocks``); BONSAI_BLOCK_BYTES
+#: overrides it (tests: 0, blocks throughout).  Off by default: at 2 ranks on one
+#: host summing every bin measured faster (1M x 28, depth 8, 50 trees: 5.66 s and
+#: 8.9 CPU-s against 6.25 s / 9.9 with blocks from 2 MB and 6.58 s / 10.1 throughout),
+#: and the blocks' reduce-scatter is an all-to-all (W - 1 messages per rank per
+#: level), which docs/distributed.md's model puts behind recursive doubling at 16 and
+#: 64 ranks too; a recursive-halving reduce-scatter would change that
+BLOCK_BYTES = 1 << 62
 
 #: tests set this to also all-reduce the partitions' child counts and assert they
 #: equal the ones read from the parents' splits (``TreeBuilder._child_rows``)
@@ -117,9 +115,9 @@ class TreeBuilder:
         self.cfg, self.cat_cfg, self.min_child_samples = settings, cat, min_child_samples
         self.comm = comm
         self.local = isinstance(comm, LocalComm)
-        # over several shards, from the first batch of BLOCK_BYTES of histograms (or
-        # with more than BLOCK_RANKS ranks) to the end of the tree, each rank owns a
-        # block of the features (``blocks``); before, every rank sums every bin
+        # over several shards, from the first batch of BLOCK_BYTES of histograms to
+        # the end of the tree, each rank owns a block of the features (``blocks``);
+        # before, every rank sums every bin
         self.blocks = None if self.local else FeatureBlocks(comm, self.feat_off, self.is_cat)
         self.in_blocks = False
         self.block_bytes = int(os.environ.get("BONSAI_BLOCK_BYTES", BLOCK_BYTES))
@@ -181,8 +179,7 @@ class TreeBuilder:
         if self.local or slots.shape[0] == 0:
             return
         hist = self.pool.hist
-        if not self.in_blocks and (self.comm.size > BLOCK_RANKS
-                                   or slots.shape[0] * hist[0].nbytes >= self.block_bytes):
+        if not self.in_blocks and slots.shape[0] * hist[0].nbytes >= self.block_bytes:
             self.in_blocks = True      # the same on every rank: slots and bins agree
         if self.in_blocks:
             self.blocks.reduce(hist, slots)
