@@ -196,6 +196,16 @@ def test_two_fits_at_once_finish_with_their_own_bytes(client):
     assert both == alone
 
 
+def test_partitions_share_the_binning_sample():
+    from bonsai import binning
+    from bonsai.dask.data import sample_sizes
+    got = sample_sizes([0, 5, 100_000, 900_000, 1])
+    assert got[0] == 0 and got[1] >= 1 and got[4] == 1
+    assert (got <= [0, 5, 100_000, 900_000, 1]).all()
+    assert abs(int(got.sum()) - binning.SAMPLE_ROWS) <= 5       # about the local sample
+    assert sample_sizes([1000, 3000]).tolist() == [1000, 3000]  # small data: every row
+
+
 def test_import_bonsai_never_imports_dask(tmp_path, child_env):
     code = ("import sys, bonsai, numpy as np\n"
             "bonsai.train({'n_estimators': 2}, bonsai.Dataset(np.random.rand(50, 3), "

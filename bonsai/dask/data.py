@@ -2,10 +2,11 @@
 
 Binning never moves raw rows:
 
-1. every partition computes, where it lives, its row count, one mergeable weighted
-   quantile summary per feature (``bonsai.binning.summarize``, weights scaled to the
-   partition's rows, pruned to ``SUMMARY_SIZE`` entries) and, for each categorical
-   column, its category counts;
+1. every partition computes, where it lives, its row count, then one mergeable
+   weighted quantile summary per feature (``bonsai.binning.summarize`` over its
+   share of ``binning.SAMPLE_ROWS`` sampled rows, ``sample_sizes``; weights scaled to
+   the partition's rows, pruned to ``SUMMARY_SIZE`` entries) and, for each
+   categorical column, its category counts (over all its rows);
 2. the driver merges the summaries in partition order into one set of bin edges
    and the counts into one category -> code map (the rule of
    ``CategoryMap.fit``: decreasing count, ties in category order), the *template*:
@@ -90,6 +91,17 @@ def _partitions(x, name, n_parts=None, chunks=None):
         raise ValueError(f"{name} has {len(parts)} partitions but the data has {n_parts}: "
                          "partition it like the data")
     return parts
+
+
+def sample_sizes(sizes, total=None):
+    """Rows each partition's summaries are built from: its share of
+    ``binning.SAMPLE_ROWS`` (at least 1 row of a non-empty partition, at most all of
+    them), so the whole data set is summarized from about as many rows as a local
+    ``Dataset`` samples, however it is partitioned."""
+    sizes = np.asarray(sizes, np.int64)
+    total = int(sizes.sum()) if total is None else total
+    share = np.ceil(binning.SAMPLE_ROWS * sizes / max(total, 1)).astype(np.int64)
+    return np.minimum(sizes, np.maximum(share, np.minimum(sizes, 1)))
 
 
 def _scan_part(X, w, categorical_features, sample_rows, random_state):
@@ -221,18 +233,16 @@ class DaskDataset:
             return [client.submit(fn, *a, workers=h, allow_other_workers=True, pure=False)
                     for h, a in zip(homes, zip(*args))]
         n = len(futs_X)
+        sizes = np.asarray(client.gather(where_it_lives(len, futs_X)), np.int64)
         if reference is None:
             w_futs = futs["weight"] or [None] * n
             scans = client.gather(where_it_lives(
                 _scan_part, futs_X, w_futs, [categorical_features] * n,
-                [binning.SAMPLE_ROWS] * n, [random_state] * n))
+                sample_sizes(sizes).tolist(), [random_state] * n))
             self.template = self._template(scans, feature_names, categorical_features, max_bin,
                                            random_state)
-            sizes = [s[0] for s in scans]
         else:
             self.template = reference.template
-            sizes = client.gather(where_it_lives(len, futs_X))
-        sizes = np.asarray(sizes, np.int64)
         keep = np.flatnonzero(sizes > 0)
         if keep.size == 0:
             raise ValueError("data is empty: every partition has 0 rows")
