@@ -208,3 +208,13 @@ def test_params_clone_pickle_and_model_files(client, data, tmp_path):
     assert np.array_equal(local.predict(X), want)
     again = DaskBonsaiRegressor(client=client).load_model(tmp_path / "m.json")
     assert np.array_equal(again.predict(dX).compute(), want)
+
+
+def test_score_on_dask_collections_equals_the_local_score(client, data):
+    """scikit-learn's inherited ``score`` works on dask collections (they convert to
+    numpy) and gives the local estimator's score."""
+    X, y, labels = data["X"], data["y"], data["noisy"]
+    reg = DaskBonsaiRegressor(**SMALL, verbose=0, client=client).fit(_arr(X), _arr(y))
+    assert reg.score(_arr(X), _arr(y)) == reg.to_local().score(X, y)
+    clf = DaskBonsaiClassifier(**SMALL, verbose=0, client=client).fit(_arr(X), _arr(labels))
+    assert clf.score(_arr(X), _arr(labels)) == clf.to_local().score(X, labels)
