@@ -79,12 +79,11 @@ def _seed(random_state, it, k):
     return int(np.random.default_rng([random_state, it, max(k, 0), salt]).integers(0, 2 ** 63))
 
 
-def _sample_rows(backend, p, it, n, segs, comm, out):
+def _sample_rows(backend, p, it, n, n_all, segs, comm, out):
     """The round's rows: (sorted local rows or None for all of them, rows over every
-    shard).  Each row is kept when a hash of (seed, round, global row id) falls below
+    shard; ``n_all``: every shard's rows).  Each row is kept when a hash of (seed, round, global row id) falls below
     ``subsample`` (``backend.sample_rows``), so the sample does not depend on how the
     rows are split; a sample empty over every shard takes every row instead."""
-    n_all = _comm_mod.total_rows(comm, n)
     if p.subsample >= 1.0:
         return None, n_all
     k = backend.sample_rows(n, segs, p.subsample, _seed(p.random_state, it, -1), out)
@@ -155,11 +154,11 @@ def train(params, train_set, num_boost_round=None, valid_sets=None, valid_names=
     with thread_context(n_threads) as used_threads:
         evals = [_EvalSet(nm, ds, train_set, booster.base_score, k_out, init_model)
                  for nm, ds in zip(names, valid_sets or [])]
-        segs, _ = _comm_mod.segments(comm, n, _global_rows(train_set))
+        segs, n_all = _comm_mod.segments(comm, n, _global_rows(train_set))
         grower, enc = _grower(p, backend, train_set, y, objective, k_out, booster, evals,
                               init_model, used_threads, comm)
         rounds = _boost(p, booster, objective, grower, backend, y, w, raw, evals,
-                        metrics, callbacks, k_out, enc, comm, segs)
+                        metrics, callbacks, k_out, enc, comm, segs, n_all)
         if _stepwise:
             return rounds
         while True:   # the model is what the callbacks' before/after_training returned
@@ -322,10 +321,10 @@ def _initial_raw(booster, train_set, init_model, k_out, n):
 
 
 def _grow_round(p, booster, objective, grower, backend, y, w, raw, evals, grad, hess, it,
-                k_out, enc, comm, segs):
+                k_out, enc, comm, segs, n_all):
     builder = grower.builder
     idx_buf = builder.idx_buf
-    rows, n_total = _sample_rows(backend, p, it, y.shape[0], segs, comm, idx_buf)
+    rows, n_total = _sample_rows(backend, p, it, y.shape[0], n_all, segs, comm, idx_buf)
     n_rows = y.shape[0] if rows is None else rows.shape[0]
     oob = None
     if rows is not None and rows.shape[0] < y.shape[0]:
@@ -375,28 +374,29 @@ def _grow_round(p, booster, objective, grower, backend, y, w, raw, evals, grad, 
 def _renew_leaves(objective, tree, leaves, l0, l1, idx, y, w, raw_k, comm, segs=None):
     """L1 / quantile leaf values re-estimated from the residuals of each leaf's rows
     (over every shard: gathered and put in global row order)."""
+    local = _comm_mod.is_local(comm)
     parts = []
     for a, b in zip(l0, l1):
         r = idx[a:b]
-        gid = None if _comm_mod.is_local(comm) else _comm_mod.global_ids(segs, r)
-        parts.append((y[r] - raw_k[r], None if w is None else w[r], gid))
-    if not _comm_mod.is_local(comm):
+        parts.append((y[r] - raw_k[r], None if w is None else w[r],
+                      None if local else _comm_mod.global_ids(segs, r)))
+    if not local:
         ranks = comm.allgather(parts)
-        merged = []
-        for i in range(len(parts)):
-            order = np.argsort(np.concatenate([rk[i][2] for rk in ranks]), kind="stable")
-            res = np.concatenate([rk[i][0] for rk in ranks])[order]
-            wr = None if w is None else np.concatenate([rk[i][1] for rk in ranks])[order]
-            merged.append((res, wr, None))
-        parts = merged
+        parts = []
+        for leaf in zip(*ranks):            # this leaf's (residuals, weights, ids) per rank
+            order = np.argsort(np.concatenate([q[2] for q in leaf]), kind="stable")
+            parts.append((np.concatenate([q[0] for q in leaf])[order],
+                          None if w is None else np.concatenate([q[1] for q in leaf])[order],
+                          None))
     for lf, (res, wr, _) in zip(leaves, parts):
         tree.value[lf] = objective.renew_leaf(res, wr)
 
 
 def _boost(p, booster, objective, grower, backend, y, w, raw, evals, metrics,
-           callbacks, k_out, enc=None, comm=_comm_mod.LOCAL, segs=None):
+           callbacks, k_out, enc=None, comm=_comm_mod.LOCAL, segs=None, n_all=None):
     """The boosting rounds: a generator yielding the Booster after every round."""
     n = y.shape[0]
+    n_all = n if n_all is None else n_all
     grad = np.empty((k_out, n), GRAD)
     hess = np.empty((k_out, n), GRAD)
     evals_log = {}
@@ -410,7 +410,7 @@ def _boost(p, booster, objective, grower, backend, y, w, raw, evals, metrics,
         with stage("gradients"):
             objective.grad_hess(y, raw, w, grad, hess)
         _grow_round(p, booster, objective, grower, backend, y, w, raw, evals, grad, hess, it,
-                    k_out, enc, comm, segs)
+                    k_out, enc, comm, segs, n_all)
         if (enc is not None and it + 1 - start == _combination_round(p)
                 and it + 1 < start + p.n_estimators):
             with stage("ctr"):

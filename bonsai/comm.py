@@ -154,22 +154,6 @@ def global_ids(segs, local):
     return segs[j, 1] + (local - segs[j, 0])
 
 
-def total_rows(comm, n_local):
-    """The global row count (asked of the ranks once per communicator and row count;
-    every round's row sample needs it)."""
-    if is_local(comm):
-        return int(n_local)
-    cache = getattr(comm, "_bonsai_total_rows", None)
-    if cache is None or cache[0] != n_local:
-        total = int(comm.allreduce_sum(np.array([n_local], np.int64))[0])
-        try:
-            comm._bonsai_total_rows = (n_local, total)
-        except AttributeError:      # a comm that takes no attributes: ask every time
-            return total
-        return total
-    return cache[1]
-
-
 def row_offset(comm, n_local):
     """(global id of this rank's first row, global row count)."""
     if is_local(comm):

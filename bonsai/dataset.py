@@ -141,24 +141,35 @@ class Dataset:
             bad = idx[(idx < 0) | (idx >= n)][0]
             raise ValueError(f"rows: index {int(bad)} is out of range for {n} rows")
         idx = idx.astype(np.int64)
-        sub = object.__new__(Dataset)
-        sub._shape = (idx.shape[0], self.n_features)
+        sub = Dataset._bare(idx.shape[0], self.bin_mapper, self.feature_names,
+                            self.categories, self, self.random_state)
         sub.weight = None if self.weight is None else self.weight[idx]
         if sub.weight is not None and not sub.weight.sum() > 0:
             raise ValueError("weight must not be all zero (in the rows of the subset)")
         sub.label = None if self.label is None else self.label[idx]
         sub.init_score = None if self.init_score is None else self.init_score[idx]
-        sub.bin_mapper = self.bin_mapper
-        sub.feature_names = self.feature_names
-        sub.categories = self.categories
         sub.cat_codes = None if self.cat_codes is None else np.ascontiguousarray(
             self.cat_codes[:, idx])
         sub.X_cols = np.ascontiguousarray(self.X_cols[:, idx])
-        sub.reference = self
-        sub.random_state = self.random_state
-        sub.global_rows = None
         sub.data = None if self.data is None else take_rows(self.data, idx)
         return sub
+
+    @classmethod
+    def _bare(cls, n_rows, bin_mapper, feature_names, categories, reference, random_state):
+        """A Dataset of ``n_rows`` binned with ``bin_mapper`` whose per-row fields are
+        still unset (labels, weights, init scores, category codes: None; no bins, no
+        raw data); ``subset``, ``_stack`` and ``_template`` fill it in."""
+        out = object.__new__(cls)
+        out._shape = (int(n_rows), bin_mapper.n_features)
+        out.weight = out.label = out.init_score = out.cat_codes = out.data = None
+        out.X_cols = np.empty((bin_mapper.n_features, 0), dtype=bin_mapper.dtype)
+        out.bin_mapper = bin_mapper
+        out.feature_names = feature_names
+        out.categories = categories
+        out.reference = reference
+        out.random_state = random_state
+        out.global_rows = None
+        return out
 
     @classmethod
     def _stack(cls, parts, like, empty=None):
@@ -171,35 +182,25 @@ class Dataset:
         for i, q in enumerate(parts):
             if q.bin_mapper.to_dict() != like.bin_mapper.to_dict():
                 raise ValueError(f"parts[{i}] was binned with other edges")
-        out = object.__new__(cls)
-        bm = like.bin_mapper
-        F = bm.n_features
-        n = sum(q.n_rows for q in parts)
-        out._shape = (n, F)
+        out = cls._bare(sum(q.n_rows for q in parts), like.bin_mapper, like.feature_names,
+                        like.categories, like, like.random_state)
+        if not parts:
+            for attr, value in (empty or {}).items():
+                setattr(out, attr, value)
+            return out
 
         def cat(attr, axis=0):
-            if not parts:
-                return (empty or {}).get(attr)
             vals = [getattr(q, attr) for q in parts]
-            if not vals or any(v is None for v in vals):
+            if any(v is None for v in vals):
                 if any(v is not None for v in vals):
                     raise ValueError(f"{attr} is given for some parts but not all")
                 return None
             return np.ascontiguousarray(np.concatenate(vals, axis=axis))
 
-        out.weight = cat("weight")
-        out.label = cat("label")
-        out.init_score = cat("init_score")
-        out.X_cols = (cat("X_cols", axis=1) if parts
-                      else np.empty((F, 0), dtype=bm.dtype))
-        out.cat_codes = cat("cat_codes", axis=1) if parts else None
-        out.bin_mapper = bm
-        out.feature_names = like.feature_names
-        out.categories = like.categories
-        out.reference = like
-        out.random_state = like.random_state
-        out.data = None
-        out.global_rows = None
+        out.weight, out.label, out.init_score = (cat(a) for a in
+                                                 ("weight", "label", "init_score"))
+        out.X_cols = cat("X_cols", axis=1)
+        out.cat_codes = cat("cat_codes", axis=1)
         return out
 
     @classmethod
@@ -207,18 +208,7 @@ class Dataset:
         """A row-less Dataset holding only a binning: ``Dataset(X, reference=t)`` bins
         ``X`` with these edges and categories (the distributed front ends' shared
         binning)."""
-        out = object.__new__(cls)
-        out._shape = (0, bin_mapper.n_features)
-        out.weight = out.label = out.init_score = out.cat_codes = None
-        out.X_cols = np.empty((bin_mapper.n_features, 0), dtype=bin_mapper.dtype)
-        out.bin_mapper = bin_mapper
-        out.feature_names = feature_names
-        out.categories = categories
-        out.reference = None
-        out.random_state = random_state
-        out.data = None
-        out.global_rows = None
-        return out
+        return cls._bare(0, bin_mapper, feature_names, categories, None, random_state)
 
     def free_raw_data(self):
         """Drop the reference to the raw matrix (continued training then needs it again)."""

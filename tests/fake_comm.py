@@ -43,17 +43,7 @@ class ThreadComm:
         return out
 
     def allreduce_sum(self, a):
-        a = np.asarray(a)
-        if a.dtype != np.int64:
-            raise TypeError(f"allreduce_sum takes int64 arrays, got {a.dtype}")
-        parts = self._exchange(a)
-        if any(p.shape != a.shape for p in parts):
-            raise ValueError(f"allreduce_sum: shapes differ between ranks: "
-                             f"{[p.shape for p in parts]}")
-        out = parts[0].copy()
-        for p in parts[1:]:
-            out += p
-        return out
+        return _sum("allreduce_sum", self._exchange(_int64("allreduce_sum", a)))
 
     def allreduce_max(self, x):
         return max(float(v) for v in self._exchange(float(x)))
@@ -64,18 +54,25 @@ class ThreadComm:
     def reduce_scatter_sum(self, parts):
         if len(parts) != self.size:
             raise ValueError(f"reduce_scatter_sum takes {self.size} parts, got {len(parts)}")
-        for p in parts:
-            if np.asarray(p).dtype != np.int64:
-                raise TypeError(f"reduce_scatter_sum takes int64 arrays, got {np.asarray(p).dtype}")
-        every = self._exchange([np.asarray(p) for p in parts])
-        mine = [ps[self.rank] for ps in every]
-        if any(q.shape != mine[0].shape for q in mine):
-            raise ValueError(f"reduce_scatter_sum: shapes differ between ranks: "
-                             f"{[q.shape for q in mine]}")
-        out = mine[0].copy()
-        for q in mine[1:]:
-            out += q
-        return out
+        every = self._exchange([_int64("reduce_scatter_sum", p) for p in parts])
+        return _sum("reduce_scatter_sum", [ps[self.rank] for ps in every])
+
+
+def _int64(what, a):
+    a = np.asarray(a)
+    if a.dtype != np.int64:
+        raise TypeError(f"{what} takes int64 arrays, got {a.dtype}")
+    return a
+
+
+def _sum(what, parts):
+    """The exact sum of the ranks' arrays (a new array)."""
+    if any(p.shape != parts[0].shape for p in parts):
+        raise ValueError(f"{what}: shapes differ between ranks: {[p.shape for p in parts]}")
+    out = parts[0].copy()
+    for p in parts[1:]:
+        out += p
+    return out
 
 
 def run_ranks(size, fn):

@@ -259,12 +259,11 @@ class DaskDataset:
         self.sizes = sizes[keep]
         self.n_rows = int(sizes.sum())
         self.n_features = self.template.n_features
-        # the binned parts hold what the fit needs; the raw partitions can go
+        # the binned parts hold what the fit needs; the raw partitions go with this call
         wait(self.parts)
         for f in self.parts:
             if f.status == "error":
                 f.result()            # a partition's binning error, re-raised here
-        del futs_X, futs
 
     @staticmethod
     def _template(scans, feature_names, categorical_features, max_bin, random_state):

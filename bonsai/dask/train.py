@@ -190,17 +190,16 @@ def _abort(fit_id, reason, dask_worker=None):
 def _placement(client, dsets):
     """(ranks' addresses, for each DaskDataset the rank of each of its parts)."""
     who = client.who_has([f for d in dsets for f in d.parts])
-    first = {}
-    for d in dsets[:1]:
-        for i, f in enumerate(d.parts):
-            holders = sorted(who.get(f.key) or ())
-            if not holders:
-                raise RuntimeError(f"bonsai.dask: training partition {i} is on no worker")
-            first.setdefault(holders[0], i)
+    first = {}                      # training rows' worker -> its first partition
+    for i, f in enumerate(dsets[0].parts):
+        holders = sorted(who.get(f.key) or ())
+        if not holders:
+            raise RuntimeError(f"bonsai.dask: training partition {i} is on no worker")
+        first.setdefault(holders[0], i)
     addrs = sorted(first, key=first.get)
     rank_of = {a: r for r, a in enumerate(addrs)}
     owners = []
-    for j, d in enumerate(dsets):
+    for d in dsets:
         own = []
         for i, f in enumerate(d.parts):
             holders = [rank_of[a] for a in sorted(who.get(f.key) or ()) if a in rank_of]

@@ -107,6 +107,14 @@ def _booster_predict(booster, X, kind, iteration_range):
 # What a fit shows while it runs.
 # ---------------------------------------------------------------------------
 
+def _keep_params(est, values):
+    """Store an estimator's ``__init__`` arguments (its ``locals()``) as attributes of
+    the same names, unchanged (scikit-learn's rule for ``__init__``)."""
+    for name, value in values.items():
+        if name not in ("self", "__class__"):
+            setattr(est, name, value)
+
+
 def eval_entries(eval_set, eval_sample_weight, eval_names, what):
     """``eval_set`` (one ``(X, y)`` pair or a list of them), its weights and names
     checked and aligned: (pairs, weights, names), a list each.  ``what`` names the

@@ -70,7 +70,7 @@ from sklearn.utils.multiclass import check_classification_targets
 __all__ = ["BonsaiClassifier", "BonsaiRegressor"]
 
 from ._base import (_CLASSIFICATION_OBJECTIVES, _D, _BonsaiModel, _booster_predict,
-                    _predict_kind)
+                    _keep_params, _predict_kind)
 
 
 class BonsaiRegressor(RegressorMixin, _BonsaiModel):
@@ -116,47 +116,7 @@ class BonsaiRegressor(RegressorMixin, _BonsaiModel):
                  quantized_grad=_D["quantized_grad"], grad_quant_bins=_D["grad_quant_bins"],
                  device=_D["device"],
                  verbosity=_D["verbosity"], importance_type="gain", verbose=None):
-        self.objective = objective
-        self.n_estimators = n_estimators
-        self.learning_rate = learning_rate
-        self.grow_policy = grow_policy
-        self.max_depth = max_depth
-        self.max_leaves = max_leaves
-        self.max_bin = max_bin
-        self.min_child_weight = min_child_weight
-        self.min_child_samples = min_child_samples
-        self.min_split_gain = min_split_gain
-        self.reg_lambda = reg_lambda
-        self.reg_alpha = reg_alpha
-        self.max_delta_step = max_delta_step
-        self.subsample = subsample
-        self.colsample_bytree = colsample_bytree
-        self.colsample_bylevel = colsample_bylevel
-        self.colsample_bynode = colsample_bynode
-        self.random_state = random_state
-        self.n_threads = n_threads
-        self.early_stopping_rounds = early_stopping_rounds
-        self.eval_metric = eval_metric
-        self.base_score = base_score
-        self.alpha = alpha
-        self.huber_delta = huber_delta
-        self.tweedie_variance_power = tweedie_variance_power
-        self.categorical_features = categorical_features
-        self.max_cat_to_onehot = max_cat_to_onehot
-        self.max_cat_threshold = max_cat_threshold
-        self.cat_smooth = cat_smooth
-        self.cat_l2 = cat_l2
-        self.min_data_per_group = min_data_per_group
-        self.cat_encoding = cat_encoding
-        self.ctr_permutations = ctr_permutations
-        self.ctr_prior_weight = ctr_prior_weight
-        self.max_ctr_combinations = max_ctr_combinations
-        self.quantized_grad = quantized_grad
-        self.grad_quant_bins = grad_quant_bins
-        self.device = device
-        self.verbosity = verbosity
-        self.importance_type = importance_type
-        self.verbose = verbose
+        _keep_params(self, locals())
 
     def _prepare_y(self, y):
         if isinstance(self.objective, str) and self.objective in _CLASSIFICATION_OBJECTIVES:
@@ -250,47 +210,7 @@ class BonsaiClassifier(ClassifierMixin, _BonsaiModel):
                  quantized_grad=_D["quantized_grad"], grad_quant_bins=_D["grad_quant_bins"],
                  device=_D["device"],
                  verbosity=_D["verbosity"], importance_type="gain", verbose=None):
-        self.objective = objective
-        self.n_estimators = n_estimators
-        self.learning_rate = learning_rate
-        self.grow_policy = grow_policy
-        self.max_depth = max_depth
-        self.max_leaves = max_leaves
-        self.max_bin = max_bin
-        self.min_child_weight = min_child_weight
-        self.min_child_samples = min_child_samples
-        self.min_split_gain = min_split_gain
-        self.reg_lambda = reg_lambda
-        self.reg_alpha = reg_alpha
-        self.max_delta_step = max_delta_step
-        self.subsample = subsample
-        self.colsample_bytree = colsample_bytree
-        self.colsample_bylevel = colsample_bylevel
-        self.colsample_bynode = colsample_bynode
-        self.random_state = random_state
-        self.n_threads = n_threads
-        self.early_stopping_rounds = early_stopping_rounds
-        self.eval_metric = eval_metric
-        self.base_score = base_score
-        self.alpha = alpha
-        self.huber_delta = huber_delta
-        self.tweedie_variance_power = tweedie_variance_power
-        self.categorical_features = categorical_features
-        self.max_cat_to_onehot = max_cat_to_onehot
-        self.max_cat_threshold = max_cat_threshold
-        self.cat_smooth = cat_smooth
-        self.cat_l2 = cat_l2
-        self.min_data_per_group = min_data_per_group
-        self.cat_encoding = cat_encoding
-        self.ctr_permutations = ctr_permutations
-        self.ctr_prior_weight = ctr_prior_weight
-        self.max_ctr_combinations = max_ctr_combinations
-        self.quantized_grad = quantized_grad
-        self.grad_quant_bins = grad_quant_bins
-        self.device = device
-        self.verbosity = verbosity
-        self.importance_type = importance_type
-        self.verbose = verbose
+        _keep_params(self, locals())
 
     # -- labels -----------------------------------------------------------------
     def _prepare_y(self, y):

@@ -102,9 +102,9 @@ def quantize(grad, hess, n_rows, out, quant_bins=0, seed=0, comm=LOCAL, segs=Non
     if grad.size:
         _pick(_hist.max_abs, _parallel_rows(grad.shape[0], MIN_PARALLEL_MAX_ABS_ROWS))(grad, hess, m)
     neg = float(-np.min(hess)) if (out.shape[1] == 1 and hess.size) else 0.0
-    # one round trip for the three maxima (a NaN anywhere stays NaN: non-finite)
+    # one round trip for the three maxima (np.max keeps a NaN: non-finite below)
     every = np.array(comm.allgather((float(m[0]), float(m[1]), neg)), np.float64)
-    max_g, max_h, neg = (float(np.nan if np.isnan(c).any() else c.max()) for c in every.T)
+    max_g, max_h, neg = (float(v) for v in every.max(axis=0))
     if not (np.isfinite(max_g) and np.isfinite(max_h)):
         raise FloatingPointError("non-finite gradient or hessian")
     if out.shape[1] == 1:

@@ -230,18 +230,17 @@ class TreeBuilder:
         Exact cells count rows exactly, so over several shards the parent's split says
         them (its left count and its own): no round trip.  Packed cells estimate
         counts, so those shards sum their partitions' counts."""
-        local = _step.local_child_rows(starts, stops, nleft)
         if self.local:
-            return local
+            return _step.local_child_rows(starts, stops, nleft)
         if self.packed is None:
             out = np.empty(2 * batch.shape[0], np.int64)
             out[0::2] = nodes.left_sums[batch, 2]
             out[1::2] = nodes.ints[batch, COUNT] - out[0::2]
             if CHECK_CHILD_ROWS:
-                summed = np.asarray(self.comm.allreduce_sum(local), np.int64)
+                summed = self.comm.allreduce_sum(_step.local_child_rows(starts, stops, nleft))
                 assert np.array_equal(out, summed), (out, summed)
             return out
-        return np.asarray(self.comm.allreduce_sum(local), np.int64)
+        return self.comm.allreduce_sum(_step.local_child_rows(starts, stops, nleft))
 
     def _scan(self, child_rows, slot, sub, masks, t_bits):
         out = _step.split_outputs(slot.shape[0], t_bits.shape[1])
