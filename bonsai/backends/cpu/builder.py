@@ -38,8 +38,9 @@ from .layout import hist_layout
 #: histogram bytes of one batch from which a fit over several shards splits the
 #: rest of the tree's search between feature blocks (``blocks``); BONSAI_BLOCK_BYTES
 #: overrides it (tests: 0, blocks throughout).  Off by default: at 2 ranks on one
-#: host summing every bin measured faster (1M x 28, depth 8, 50 trees: 5.66 s and
-#: 8.9 CPU-s against 6.25 s / 9.9 with blocks from 2 MB and 6.58 s / 10.1 throughout),
+#: host summing every bin measured faster (1M x 28, depth 8, 50 trees, medians of 3
+#: interleaved, after commit 16a48c4: 4.55 s and 7.0 worker CPU-s against 4.86 s /
+#: 7.6 with blocks from 2 MB and 5.20 s / 8.2 throughout; before it 5.66 / 6.25 / 6.58 s),
 #: and the blocks' reduce-scatter is an all-to-all (W - 1 messages per rank per
 #: level), which docs/distributed.md's model puts behind recursive doubling at 16 and
 #: 64 ranks too; a recursive-halving reduce-scatter would change that
