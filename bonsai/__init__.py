@@ -18,6 +18,13 @@ from .progress import ProgressBar  # noqa: E402
 from ._warmup import warmup  # noqa: E402
 
 
+def cuda_available():
+    """Whether ``device="cuda"`` can train in this process (numba-cuda and a GPU, or
+    its simulator); ``bonsai info`` gives the reason when not."""
+    from .backends import usable
+    return usable("cuda")[0]
+
+
 def __getattr__(name):
     # the estimators import scikit-learn (about 0.8 s and 100+ MiB), so they load on
     # first use rather than with ``import bonsai``
@@ -27,5 +34,5 @@ def __getattr__(name):
     raise AttributeError(f"module 'bonsai' has no attribute {name!r}")
 
 __all__ = ["BonsaiClassifier", "BonsaiRegressor", "Booster", "Dataset", "EarlyStopping",
-           "EvaluationMonitor", "ProgressBar", "TrainingCallback", "cv", "train", "warmup",
+           "EvaluationMonitor", "ProgressBar", "TrainingCallback", "cuda_available", "cv", "train", "warmup",
            "__version__"]

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .backends import available
+from .backends import known, unusable_message, usable
 
 
 # ---------------------------------------------------------------------------
@@ -164,19 +164,21 @@ class Choices(Check):
 
 
 class DeviceCheck(Check):
-    """A device with a backend in this build (the registry, ``bonsai.backends``)."""
+    """A registered device that can train here (the registry, ``bonsai.backends``):
+    an unknown name gets the choices, a known one that cannot train here (no GPU, no
+    numba-cuda) the reason and the fix."""
 
     @property
     def allowed(self):
-        return "one of " + ", ".join(repr(d) for d in available())
+        return "one of " + ", ".join(repr(d) for d in known())
 
     def __call__(self, name, value):
-        devices = available()
-        if value not in devices:
-            which = (f"only device={devices[0]!r} is available" if len(devices) == 1
-                     else f"the devices available are {', '.join(map(repr, devices))}")
-            raise ValueError(f"parameter {name!r} = {_short_repr(value)} is not available: "
-                             f"{which} in this build")
+        if value not in known():
+            raise ValueError(f"parameter {name!r} = {_short_repr(value)} is not a device: "
+                             f"choose {self.allowed}")
+        ok, why = usable(value)
+        if not ok:
+            raise ValueError(f"parameter {name!r}: {unusable_message(value, why)}")
 
 
 class NonEmptyNames(Check):

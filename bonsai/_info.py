@@ -14,7 +14,7 @@ from ._params import GROW_POLICIES
 from ._threads import (CGROUP_ROOT, available_threads, cgroup_cpu_limit,
                        configure_threading_layer, hardware_thread_count)
 from ._version import __version__
-from .backends import available, get_backend, known
+from .backends import known, usable
 
 
 def threading_layer():
@@ -78,17 +78,10 @@ def grower_rows():
     """[(grower, device, status)] for every grower x device."""
     rows = []
     for device in known():
-        if device not in available():
-            why = (f"predict-only here: this build has no {device} backend "
-                   f"(device={device!r} cannot train); its models predict on the CPU")
-        else:
-            try:
-                module = get_backend(device)
-                usable = getattr(module, "is_available", lambda: True)()
-                why = "trains here" if usable else f"predict-only here: no {device} device"
-            except Exception as e:         # noqa: BLE001
-                why = f"predict-only here: the backend fails to import ({type(e).__name__}: {e})"
-        rows.extend((g, device, why) for g in GROW_POLICIES)
+        ok, why = usable(device)
+        status = "trains here" if ok else (f"predict-only here: {why} (device={device!r} "
+                                           "cannot train; its models predict on the CPU)")
+        rows.extend((g, device, status) for g in GROW_POLICIES)
     return rows
 
 
