@@ -150,6 +150,7 @@ class Grower:
                                                          self.max_leaves - n_leaves)
         for n in frontier:
             self._release(n)
+        self.builder.finish_tree()
         return self._finish(scales)
 
     def _release(self, n):

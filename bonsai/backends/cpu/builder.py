@@ -5,7 +5,7 @@ grow loop calls.
 gradient cells ``gh``, the sample indices ``idx`` and their partition scratch, the
 histogram layout and the thread plan.  The grow loop (``bonsai.grow``) calls
 
-* ``start_tree(scales, idx)`` once per tree;
+* ``start_tree(scales, idx)`` and ``finish_tree()`` once per tree;
 * ``evaluate_root(nodes, masks)`` and ``split(nodes, batch, ...)``: the split step
   (partition, children's histograms, their best splits, children written to the
   ``bonsai.nodes`` table);
@@ -135,6 +135,10 @@ class TreeBuilder:
         self.scales = scales
         self.idx = idx
         self.in_blocks = False
+
+    def finish_tree(self):
+        """The tree is grown (``idx`` already holds its partitioned rows here; a device
+        builder copies them home)."""
 
     # ---- the split step ----------------------------------------------------------
     def evaluate_root(self, nodes, masks):

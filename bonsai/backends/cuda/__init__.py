@@ -6,6 +6,19 @@ train here (numba-cuda imports and finds a GPU, or runs its simulator under
 ``NUMBA_ENABLE_CUDASIM=1``), and ``bonsai.backends.get_backend("cuda")`` refuses with
 the reason and the fix where it cannot.  Models trained here are ordinary models:
 they predict on the CPU anywhere.
+
+* data: ``prepare`` (the bins on the device once per Dataset, ``binning``) and
+  ``tree_builder`` (``builder.TreeBuilder``: device histogram pool, indices and the
+  level step: ``partition``, ``histogram``, ``split``);
+* per tree, on host arrays as the CPU's: ``quantize``, ``sample_rows``,
+  ``fill_range``, ``leaf_sums``, ``leaf_weights``, ``add_leaf_values``,
+  ``predict_binned_add``; prediction: ``predict_raw``, ``predict_oblivious``,
+  ``predict_leaf``.  These are the CPU backend's functions: the device builder takes
+  the cells from the host per tree and hands the partitioned indices back.
+
+The CPU fallback: a fit whose categorical features do not fit the device scan
+(``builder.fits_device``) trains with the CPU builder, after one warning.  Over
+several data shards (``bonsai.dask``) the CUDA backend is refused with a clear error.
 """
 import warnings
 
@@ -25,3 +38,53 @@ def status():
     except Exception as e:                 # noqa: BLE001 - any failure is a reason
         return False, f"numba.cuda failed ({type(e).__name__}: {e})"
     return True, ""
+
+
+from .. import cpu as _cpu  # noqa: E402
+from ...comm import LOCAL, is_local  # noqa: E402
+from . import _profile  # noqa: E402
+from .binning import CudaData, prepare  # noqa: E402
+from .builder import TreeBuilder, fits_device  # noqa: E402
+
+__all__ = ["CudaData", "TreeBuilder", "add_leaf_values", "fill_range", "leaf_sums",
+           "leaf_weights", "predict_binned_add", "predict_leaf", "predict_oblivious",
+           "predict_raw", "prepare", "quantize", "sample_rows", "status", "tree_builder"]
+
+quantize = _cpu.quantize
+sample_rows = _cpu.sample_rows
+fill_range = _cpu.fill_range
+leaf_sums = _cpu.leaf_sums
+leaf_weights = _cpu.leaf_weights
+add_leaf_values = _cpu.add_leaf_values
+predict_binned_add = _cpu.predict_binned_add
+predict_raw = _cpu.predict_raw
+predict_oblivious = _cpu.predict_oblivious
+predict_leaf = _cpu.predict_leaf
+
+
+class FallbackWarning(UserWarning):
+    """A CUDA fit trains on the CPU path (``tree_builder``)."""
+
+
+def tree_builder(data, n_threads, pool_capacity, quantized, settings, cat, min_child_samples,
+                 comm=LOCAL):
+    """The per-fit ``TreeBuilder`` on the device, or the CPU's (one warning) when the
+    data does not fit the device scan."""
+    if not is_local(comm):
+        raise ValueError("device='cuda' trains in one process; distributed training "
+                         "(bonsai.dask) runs on device='cpu'")
+    if not fits_device(data.bin_mapper):
+        warnings.warn("device='cuda': a categorical feature has more value bins than the "
+                      f"device split scan holds ({_split_max()}); this fit trains on the "
+                      "CPU", FallbackWarning, stacklevel=3)
+        t0 = _profile.time.perf_counter()
+        out = _cpu.tree_builder(_cpu.prepare(data.source), n_threads, pool_capacity,
+                                quantized, settings, cat, min_child_samples, comm)
+        _profile.add("cpu fallback", _profile.time.perf_counter() - t0)
+        return out
+    return TreeBuilder(data, pool_capacity, quantized, settings, cat, min_child_samples)
+
+
+def _split_max():
+    from .split import MAX_CAT_BINS
+    return MAX_CAT_BINS
