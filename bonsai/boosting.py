@@ -426,6 +426,7 @@ def _boost(p, booster, objective, grower, backend, y, w, raw, evals, metrics,
             break
     for cb in callbacks:
         booster = cb.after_training(booster)
+    grower.builder.finish_fit()
     report("train")
     return booster
 

@@ -19,6 +19,11 @@ import os
 import sys
 from pathlib import Path
 
+# The CUDA backend's tests run on numba's CUDA simulator (CI has no GPU).  numba reads
+# this when it is first imported, so it is set before anything imports numba; a run
+# on a GPU machine sets NUMBA_ENABLE_CUDASIM=0 to test the device itself.
+os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+
 import numpy as np
 import pytest
 

@@ -140,6 +140,9 @@ class TreeBuilder:
         """The tree is grown (``idx`` already holds its partitioned rows here; a device
         builder copies them home)."""
 
+    def finish_fit(self):
+        """The fit is over (a device builder reports its profile)."""
+
     # ---- the split step ----------------------------------------------------------
     def evaluate_root(self, nodes, masks):
         """The root's (table row 0) histogram, sums and best split (``masks[:1]``)."""

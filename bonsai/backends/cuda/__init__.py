@@ -50,16 +50,26 @@ __all__ = ["CudaData", "TreeBuilder", "add_leaf_values", "fill_range", "leaf_sum
            "leaf_weights", "predict_binned_add", "predict_leaf", "predict_oblivious",
            "predict_raw", "prepare", "quantize", "sample_rows", "status", "tree_builder"]
 
-quantize = _cpu.quantize
 sample_rows = _cpu.sample_rows
 fill_range = _cpu.fill_range
 leaf_sums = _cpu.leaf_sums
 leaf_weights = _cpu.leaf_weights
-add_leaf_values = _cpu.add_leaf_values
 predict_binned_add = _cpu.predict_binned_add
 predict_raw = _cpu.predict_raw
 predict_oblivious = _cpu.predict_oblivious
 predict_leaf = _cpu.predict_leaf
+
+
+def quantize(grad, hess, n_rows, out, quant_bins=0, seed=0, comm=LOCAL, segs=None):
+    """The CPU's ``quantize`` into the builder's host cells (timed as "gradients")."""
+    with _profile.stage("gradients"):
+        return _cpu.quantize(grad, hess, n_rows, out, quant_bins, seed, comm, segs)
+
+
+def add_leaf_values(raw, idx, leaf_start, leaf_stop, leaf_value):
+    """The CPU's ``add_leaf_values`` on the host scores (timed as "leaves")."""
+    with _profile.stage("leaves"):
+        _cpu.add_leaf_values(raw, idx, leaf_start, leaf_stop, leaf_value)
 
 
 class FallbackWarning(UserWarning):

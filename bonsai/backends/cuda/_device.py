@@ -23,7 +23,7 @@ THREADS = 32 if SIM else 256
 CHUNK = THREADS
 #: blocks a grid-stride row kernel is launched with at most (the simulator runs every
 #: block serially in Python)
-MAX_BLOCKS = 4 if SIM else 8192
+MAX_BLOCKS = 2 if SIM else 8192
 
 if SIM:
     @cuda.jit(device=True)

@@ -30,6 +30,7 @@ from . import histogram as _hist
 from . import partition as _part
 from . import split as _split
 from ._device import CHUNK, THREADS, blocks_for
+from ._profile import report, stage
 
 _MAX_Y = _hist.MAX_GRID_Y
 
@@ -103,17 +104,23 @@ class TreeBuilder:
         self.scales = scales
         self.idx = idx
         self._level = None
-        if self.resident is None:
-            self.d_gh.copy_to_device(self.gh)
-        if idx.shape[0]:
-            self.d_idx[:idx.shape[0]].copy_to_device(idx)
-        self.d_P = cuda.to_device(_split.settings_array(scales, self.cfg, self.cat_cfg,
-                                                        self.min_child_samples))
+        with stage("upload"):
+            if self.resident is None:
+                self.d_gh.copy_to_device(self.gh)
+            if idx.shape[0]:
+                self.d_idx[:idx.shape[0]].copy_to_device(idx)
+            self.d_P = cuda.to_device(_split.settings_array(scales, self.cfg, self.cat_cfg,
+                                                            self.min_child_samples))
 
     def finish_tree(self):
         """The tree is grown: its partitioned indices back to the host ``idx``."""
-        if self.idx.shape[0]:
-            self.d_idx[:self.idx.shape[0]].copy_to_host(self.idx)
+        with stage("host wait"):
+            if self.idx.shape[0]:
+                self.d_idx[:self.idx.shape[0]].copy_to_host(self.idx)
+
+    def finish_fit(self):
+        """The fit is over: ``BONSAI_CUDA_PROFILE``'s breakdown."""
+        report()
 
     # ---- the split step ----------------------------------------------------------
     def evaluate_root(self, nodes, masks):
@@ -122,9 +129,10 @@ class TreeBuilder:
         self._level = None
         start, stop, slot = int(t[0, START]), int(t[0, STOP]), int(t[0, SLOT])
         d = cuda.to_device(np.array([[start], [stop], [slot]], np.int64))
-        _hist.build(self.X, self.d_feat_off, self.d_gh, self.d_idx,
-                    self.idx.shape[0] == self.n_rows, d[0], d[1], d[2], 1, stop - start,
-                    self.pool.hist)
+        with stage("histogram"):
+            _hist.build(self.X, self.d_feat_off, self.d_gh, self.d_idx,
+                        self.idx.shape[0] == self.n_rows, d[0], d[1], d[2], 1, stop - start,
+                        self.pool.hist)
         plan = cuda.to_device(np.array([[t[0, COUNT], 0], [slot, -1], [-1, -1]], np.int64))
         two = np.zeros((2, masks.shape[1]), np.uint8)
         two[0] = masks[0]
@@ -149,8 +157,39 @@ class TreeBuilder:
         d_starts, d_stops, d_feat, d_bin, d_miss, d_pslot, d_new = (ints[i] for i in range(7))
         d_dl = cuda.to_device(dl)
         d_bits = cuda.to_device(p_bits)
-        d_ptr = cuda.to_device(ptr)
         nleft = cuda.device_array(m, np.int64)
+        with stage("partition"):
+            self._partition(n_chunks, c_node, c_start, c_stop, m, ptr, d_starts, d_feat, d_bin,
+                            d_dl, d_miss, d_bits, nleft)
+        plan = cuda.device_array((3, 2 * m), np.int64)     # child rows, slot, sub
+        fill = cuda.device_array((3, m), np.int64)         # the smaller children's parts
+        _part.plan_children[1, 1](d_starts, d_stops, nleft, d_pslot, d_new, int(child_ok),
+                                  int(min_split_rows), plan[0], plan[1], plan[2], fill[0],
+                                  fill[1], fill[2])
+        sizes = stops - starts
+        with stage("histogram"):
+            _hist.build(self.X, self.d_feat_off, self.d_gh, self.d_idx, False, fill[0],
+                        fill[1], fill[2], m, int(sizes.max()) // 2 + 1 if m else 0,
+                        self.pool.hist)
+        gain, c_feat, c_bin, c_dl, lsum, sums, c_bits = self._scan(plan[0], plan[1], plan[2],
+                                                                   masks)
+        with stage("host wait"):
+            h_nleft = nleft.copy_to_host()
+            child_slot = plan[1].copy_to_host()
+        child_rows = local_child_rows(starts, stops, h_nleft)
+        expand = np.empty(2 * m, np.int64)
+        free = np.empty(2 * m, np.int64)
+        n_e, n_f = write_children(t, nodes.gain, nodes.sums, nodes.left_sums, t_bits, batch,
+                                  first, starts, stops, h_nleft, child_rows, parent_slot,
+                                  np.asarray(new_slot, np.int64), child_slot, gain, c_feat,
+                                  c_bin, c_dl, lsum, sums, c_bits, expand, free)
+        return expand[:n_e].tolist(), free[:n_f].tolist()
+
+    def _partition(self, n_chunks, c_node, c_start, c_stop, m, ptr, d_starts, d_feat, d_bin,
+                   d_dl, d_miss, d_bits, nleft):
+        """The stable partition of the split nodes' ranges of ``d_idx``, their left
+        counts into ``nleft`` (``partition``'s four kernels)."""
+        d_ptr = cuda.to_device(ptr)
         if n_chunks:
             chunks = cuda.to_device(np.stack([c_node, c_start, c_stop]))
             d_cn, d_cs, d_ce = chunks[0], chunks[1], chunks[2]
@@ -166,26 +205,6 @@ class TreeBuilder:
             _part.copy_back[grid, CHUNK](self.d_idx, self.d_tmp, d_cs, d_ce)
         else:
             nleft.copy_to_device(np.zeros(m, np.int64))
-        plan = cuda.device_array((3, 2 * m), np.int64)     # child rows, slot, sub
-        fill = cuda.device_array((3, m), np.int64)         # the smaller children's parts
-        _part.plan_children[1, 1](d_starts, d_stops, nleft, d_pslot, d_new, int(child_ok),
-                                  int(min_split_rows), plan[0], plan[1], plan[2], fill[0],
-                                  fill[1], fill[2])
-        sizes = stops - starts
-        _hist.build(self.X, self.d_feat_off, self.d_gh, self.d_idx, False, fill[0], fill[1],
-                    fill[2], m, int(sizes.max()) // 2 + 1 if m else 0, self.pool.hist)
-        gain, c_feat, c_bin, c_dl, lsum, sums, c_bits = self._scan(plan[0], plan[1], plan[2],
-                                                                   masks)
-        h_nleft = nleft.copy_to_host()
-        child_slot = plan[1].copy_to_host()
-        child_rows = local_child_rows(starts, stops, h_nleft)
-        expand = np.empty(2 * m, np.int64)
-        free = np.empty(2 * m, np.int64)
-        n_e, n_f = write_children(t, nodes.gain, nodes.sums, nodes.left_sums, t_bits, batch,
-                                  first, starts, stops, h_nleft, child_rows, parent_slot,
-                                  np.asarray(new_slot, np.int64), child_slot, gain, c_feat,
-                                  c_bin, c_dl, lsum, sums, c_bits, expand, free)
-        return expand[:n_e].tolist(), free[:n_f].tolist()
 
     def _scan(self, child_rows, child_slot, sub, masks):
         """Subtraction, node sums, feature scan and pick of children ``child_slot``
@@ -195,6 +214,12 @@ class TreeBuilder:
         n_features = self.n_value_bins.shape[0]
         words = self.cat_words
         n_cells = hist.shape[1] * hist.shape[2]
+        with stage("split"):
+            return self._scan_kernels(hist, m2, n_features, words, n_cells, child_rows,
+                                      child_slot, sub, masks)
+
+    def _scan_kernels(self, hist, m2, n_features, words, n_cells, child_rows, child_slot, sub,
+                      masks):
         _split.subtract[(blocks_for(n_cells), min(m2, _MAX_Y)), THREADS](hist, child_slot, sub)
         tot = cuda.device_array((m2, 3), np.int64)
         cf = cuda.device_array(m2, np.float64)
