@@ -1,6 +1,15 @@
 """``Booster``: a trained model.  Prediction (raw margins, transformed outputs, leaf
-indices, iteration ranges), feature importance, and model files (JSON file/string,
-pickle).  A Booster needs no training data to load or predict.
+indices, iteration ranges; on the host CPU or, with ``device``, on a GPU), feature
+importance, and model files (JSON file/string, pickle).  A Booster needs no training
+data to load or predict.
+
+Where a prediction runs (``Booster.predict(device=...)``): ``"cpu"`` on the host
+kernels, ``"cuda"`` on the CUDA backend's (``bonsai.backends.cuda.predict``; an error
+naming the reason and the fix where it cannot run), None (auto) on the GPU only for a
+model trained with ``device="cuda"``, a batch of ``GPU_PREDICT_MIN_ROWS`` rows or more,
+and a usable CUDA backend, else on the CPU.  Both give the same bits.  SHAP runs on the
+CPU.  The ensemble's device copy is cached beside the host one (``_ensemble``) and
+dropped with it.
 """
 import contextlib
 
@@ -8,7 +17,7 @@ import numpy as np
 
 from ._threads import resolve_n_threads, thread_context
 from ._version import __version__
-from .backends import HOST, get_backend
+from .backends import HOST, get_backend, kernels, known, unusable_message, usable
 from .categorical import CategoryMap
 from .data import is_plain_matrix, to_matrix
 from .io import model_file
@@ -18,6 +27,15 @@ from .tree import concat, concat_oblivious
 
 _HOST = get_backend(HOST)  # models predict on the host CPU kernels, whatever trained them
 _SERIAL = contextlib.nullcontext()   # small batches: no thread setup
+#: ``predict(device=None)`` of a model trained with device="cuda" runs on the GPU from
+#: this many rows (where the CUDA backend is usable).  A guess: not measured on a GPU
+#: yet (upload and launch cost against the CPU kernels' speed decide the real one).
+GPU_PREDICT_MIN_ROWS = 100_000
+
+
+def _cuda_predict():
+    """The CUDA prediction module (imported on first use: numba-cuda only then)."""
+    return kernels("predict", "cuda")
 
 
 class Booster:
@@ -46,6 +64,7 @@ class Booster:
         self.ctr = None             # bonsai.ordered.CtrModel (cat_encoding="ordered"), or None
         self.n_threads = None
         self._cache = None
+        self._device = None         # backends.cuda.predict.DeviceEnsemble, or None
         self._obj = None
         if model_file is not None:
             self.load_model(model_file)
@@ -74,7 +93,7 @@ class Booster:
     def _append(self, tree, k):
         self.trees.append(tree)
         self.tree_class.append(int(k))
-        self._cache = None
+        self._cache = self._device = None
 
     # ---- prediction --------------------------------------------------------------
     def _tree_range(self, iteration_range):
@@ -99,6 +118,39 @@ class Booster:
                    if trees and all(t.oblivious for t in trees) else None)
             self._cache = (key, concat(trees, cls), obl)
         return self._cache[1], self._cache[2]
+
+    def _device_ensemble(self, t0, t1):
+        """Trees ``t0:t1`` on the GPU: the cached device copy of ``_ensemble``'s host
+        arrays, uploaded again only when those were rebuilt."""
+        ens, _ = self._ensemble(t0, t1)
+        dev = self._device
+        if dev is None or dev.source is not ens:
+            self._device = None     # free the old copy before the new one is uploaded
+            dev = self._device = _cuda_predict().DeviceEnsemble(ens, self.n_outputs)
+        return dev
+
+    def _check_device(self, device, shap):
+        """``predict``'s ``device`` argument (not None): "cpu" or "cuda", or the error."""
+        if not isinstance(device, str):
+            raise TypeError(f"device must be None or one of {list(known())}, got {device!r}")
+        if device not in known():
+            raise ValueError(f"device={device!r} is not a device; choose None (auto) or "
+                             f"one of {list(known())}")
+        if device == HOST:
+            return device
+        if shap:
+            raise ValueError(f"device={device!r}: pred_contribs and pred_interactions (SHAP) "
+                             "run on the CPU only; pass device=None or device='cpu'")
+        ok, why = usable(device)
+        if not ok:
+            raise ValueError(unusable_message(device, why, doing="predict")
+                             + "; or predict on the CPU: device=None or device='cpu'")
+        return device
+
+    def _auto_gpu(self):
+        """Whether ``device=None`` predicts a large batch (``GPU_PREDICT_MIN_ROWS`` rows
+        or more) on the GPU: for a model trained there, where the backend is usable."""
+        return self.params.get("device") == "cuda" and usable("cuda")[0]
 
     def _check_X(self, X):
         if self.categories is None and is_plain_matrix(X):
@@ -130,7 +182,7 @@ class Booster:
         return X
 
     def predict(self, X, output_margin=False, iteration_range=None, pred_leaf=False,
-                pred_contribs=False, pred_interactions=False):
+                pred_contribs=False, pred_interactions=False, device=None):
         """Predict.
 
         Parameters
@@ -144,25 +196,40 @@ class Booster:
             last column the bias; (n, K, F + 1) for multiclass.  Rows sum to the margin.
         pred_interactions : bool -- SHAP interaction values, (n, F + 1, F + 1) or
             (n, K, F + 1, F + 1) (see ``bonsai.explain``)
+        device : None, "cpu" or "cuda" -- where margins and leaf indices are computed
+            (the same bits on either).  None: on the GPU for a model trained with
+            device="cuda" and a batch of ``GPU_PREDICT_MIN_ROWS`` rows or more where
+            the CUDA backend is usable, else on the CPU.  "cuda" where it is not
+            usable, or with SHAP (CPU only), is a ValueError.
 
         Returns
         -------
         (n,) for one output, (n, K) for multiclass; probabilities for ``binary``.
         """
+        if device is not None:
+            device = self._check_device(device, pred_contribs or pred_interactions)
         if pred_contribs or pred_interactions:
             from .explain import shap_values
             return shap_values(self, X, iteration_range, interactions=bool(pred_interactions))
         X = self._check_X(X)
         t0, t1 = self._tree_range(iteration_range)
+        gpu = (device == "cuda" if device is not None
+               else X.shape[0] >= GPU_PREDICT_MIN_ROWS and self._auto_gpu())
         if pred_leaf:
-            ens, _ = self._ensemble(t0, t1)
             out = np.zeros((X.shape[0], t1 - t0), np.int32)
+            if gpu:
+                _cuda_predict().predict_leaf(X, self._device_ensemble(t0, t1), out)
+                return out
+            ens, _ = self._ensemble(t0, t1)
             with self._predict_threads(X.shape[0], t1 - t0):
                 _HOST.predict_leaf(X, ens, out)
             return out
         raw = np.empty((X.shape[0], self.n_outputs))
         raw[:] = self.base_score
-        self._add_trees(X, t0, t1, raw)
+        if gpu:
+            _cuda_predict().predict_raw(X, self._device_ensemble(t0, t1), raw)
+        else:
+            self._add_trees(X, t0, t1, raw)
         if output_margin:
             return raw[:, 0].copy() if self.n_outputs == 1 else raw
         return self._objective().transform(np.ascontiguousarray(raw.T))
@@ -326,7 +393,7 @@ class Booster:
                 for j, k in self.ctr.cards.items())):
             raise ValueError("invalid model: 'ctr' sources are not categorical features "
                              "with the 'cards' (category counts) the model stores")
-        self._cache = None
+        self._cache = self._device = None
         self._obj = None
         try:
             self._objective()

@@ -61,9 +61,10 @@ def available():
     return tuple(d for d in known() if usable(d)[0])
 
 
-def unusable_message(name, why):
-    """The error of ``device=name`` where it cannot train: the reason and the fix."""
-    return f"device={name!r} cannot train here ({why}); {_FIX.get(name, '')}".rstrip("; ")
+def unusable_message(name, why, doing="train"):
+    """The error of ``device=name`` where it cannot ``doing`` (train, predict): the
+    reason and the fix."""
+    return f"device={name!r} cannot {doing} here ({why}); {_FIX.get(name, '')}".rstrip("; ")
 
 
 def get_backend(name="cpu"):
