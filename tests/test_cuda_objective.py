@@ -269,3 +269,50 @@ def test_fill_range_writes_the_identity_sample():
     got = idx.copy_to_host()
     np.testing.assert_array_equal(got[:N - 20], np.arange(N - 20))
     assert np.all(got[N - 20:] == 9)
+
+
+@pytest.mark.parametrize("name", ["squared_error", "binary"])
+def test_rounds_on_the_device_keep_the_cpu_margins(name):
+    """Rounds of gradients -> subsample -> cells -> leaf update, the device scores
+    against the CPU functions.  The leaves (rows split by the sign of their grad cell,
+    a Newton step each) come from the CPU's cells, so both sides add the same values;
+    each round's device gradients must then match the CPU's from the margins the
+    previous round left on the device."""
+    rng = np.random.default_rng(4)
+    y = _labels(name, rng, N, 1)
+    w = rng.random(N) + 0.5
+    raw = np.full((1, N), 0.3)
+    ds = DeviceScores(name, {}, y, w, raw.copy())
+    g = np.empty((1, N), np.float32)
+    h = np.empty((1, N), np.float32)
+    idx = np.empty(N, np.uint32)
+    idx_dev = cuda.device_array(N, np.uint32)
+    gh = np.empty((N, 2), np.int64)
+    for it in range(2):
+        get_objective(name).grad_hess(y, raw, w, g, h)
+        ds.grad_hess()
+        if name == "squared_error":
+            np.testing.assert_array_equal(ds.grad.copy_to_host(), g)
+        else:
+            np.testing.assert_allclose(ds.grad.copy_to_host(), g, rtol=1e-6, atol=1e-12)
+        k = cpu.sample_rows(N, None, 0.6, it, idx)
+        assert ds.sample_rows(N, None, 0.6, it, idx_dev) == k
+        scales = cpu.quantize(g[0], h[0], k, gh)
+        if name == "squared_error":                    # the same gradients: the same cells
+            assert ds.quantize(0, k) == scales
+            np.testing.assert_array_equal(ds.gh.copy_to_host(), gh)
+        rows = idx[:k]
+        neg = gh[rows, 0] < 0
+        order = np.concatenate([rows[neg], rows[~neg]]).astype(np.uint32)
+        l0 = np.array([0, int(neg.sum())], np.int64)
+        l1 = np.array([int(neg.sum()), k], np.int64)
+        cb = int(scales.count_bits)
+        value = np.array([-gh[order[a:b], 0].sum() * scales.inv_grad
+                          / max((gh[order[a:b], 1] >> cb).sum() * scales.inv_hess, 1e-3)
+                          for a, b in zip(l0, l1)])
+        idx[:k] = order
+        idx_dev.copy_to_device(idx)
+        cpu.add_leaf_values(raw[0], idx, l0, l1, value)
+        ds.add_leaf_values(0, idx_dev, l0, l1, value)
+        np.testing.assert_array_equal(ds.to_host(), raw)
+    assert not np.all(raw == 0.3)
