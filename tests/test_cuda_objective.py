@@ -8,6 +8,11 @@ or on a GPU; the simulator runs every thread as a Python thread, so the arrays a
 tiny (64-150 rows: several blocks, and more rows than threads, so the grid-stride
 loops and the cross-block reductions run).
 """
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 from numba import cuda
@@ -316,3 +321,27 @@ def test_rounds_on_the_device_keep_the_cpu_margins(name):
         ds.add_leaf_values(0, idx_dev, l0, l1, value)
         np.testing.assert_array_equal(ds.to_host(), raw)
     assert not np.all(raw == 0.3)
+
+
+#: kernels claimed bit-identical to the CPU (no exp): no product may be contracted
+#: into an FMA with the sum it feeds
+NO_FMA = ("_sq_kernel", "_max_abs_kernel", "_max_final_kernel", "_quantize_exact_kernel",
+          "_quantize_packed_kernel", "_sample_count_kernel", "_sample_scatter_kernel",
+          "_add_leaf_values_kernel")
+
+
+def test_kernels_compile_for_the_gpu_without_contracted_products(child_env, tmp_path):
+    """The simulator runs the kernels as Python; this compiles them for a real GPU
+    (sm_90 PTX through NVVM, in a child with the simulator off): every kernel types
+    and lowers, the bit-identical ones hold no FMA, and the exact cells round with
+    ``cvt.rni`` (round half to even)."""
+    env = dict(child_env, NUMBA_ENABLE_CUDASIM="0")
+    run = subprocess.run([sys.executable, str(Path(__file__).with_name("_cuda_ptx.py"))],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    res = json.loads(run.stdout.strip().splitlines()[-1])
+    if "skip" in res:
+        pytest.skip(res["skip"])
+    assert len(res) == 13
+    assert {k: res[k]["fma"] for k in NO_FMA} == dict.fromkeys(NO_FMA, 0)
+    assert res["_quantize_exact_kernel"]["rni"] >= 2

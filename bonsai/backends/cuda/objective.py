@@ -215,8 +215,8 @@ def _quantize_packed_kernel(grad, hess, k, scale_g, scale_h, seed, seg, total, o
         i = seg[j, 0] + d
         z = mix64(seed + np.uint64(seg[j, 1] + d) * GOLDEN)
         z2 = mix64(z ^ GOLDEN)
-        u1 = np.float64(z >> np.uint64(11)) * INV53
-        u2 = np.float64(z2 >> np.uint64(11)) * INV53
+        u1 = fmul(np.float64(z >> np.uint64(11)), INV53)  # each product feeds a sum
+        u2 = fmul(np.float64(z2 >> np.uint64(11)), INV53)
         gq = np.int64(math.floor(fmul(np.float64(grad[k, i]), scale_g) + u1))
         hq = np.int64(math.floor(fmul(np.float64(hess[k, i]), scale_h) + u2))
         out[i, 0] = (gq << np.int64(32)) + hq
