@@ -35,7 +35,7 @@ from .layout import CpuData, SparseRows, hist_layout, prepare
 __all__ = ["CpuData", "HistogramPool", "SparseRows", "TreeBuilder", "add_leaf_values",
            "fill_range", "leaf_sums", "leaf_weights", "predict_binned_add", "predict_leaf",
            "predict_oblivious", "predict_raw", "prepare", "quantize", "sample_rows",
-           "tree_builder"]
+           "tree_builder", "tree_scales"]
 #: below this many rows per thread a level runs on one thread: a parallel region
 #: costs tens of microseconds, about what one thread needs for ~4k rows x 28 features.
 MIN_ROWS_PER_THREAD = 4096
@@ -101,28 +101,45 @@ def quantize(grad, hess, n_rows, out, quant_bins=0, seed=0, comm=LOCAL, segs=Non
     m = np.zeros(2)
     if grad.size:
         _pick(_hist.max_abs, _parallel_rows(grad.shape[0], MIN_PARALLEL_MAX_ABS_ROWS))(grad, hess, m)
-    neg = float(-np.min(hess)) if (out.shape[1] == 1 and hess.size) else 0.0
-    # one round trip for the three maxima (np.max keeps a NaN: non-finite below)
-    every = np.array(comm.allgather((float(m[0]), float(m[1]), neg)), np.float64)
+    packed = out.shape[1] == 1
+    neg = float(-np.min(hess)) if (packed and hess.size) else 0.0
+    scales = tree_scales(m[0], m[1], neg, n_rows, packed, quant_bins, comm)
+    if packed:
+        kernel = _pick(_hist.quantize_packed, _parallel_rows(grad.shape[0]))
+        for lo, g, length in _segs(segs, grad.shape[0]):   # the hash reads global row ids
+            kernel(grad[lo:lo + length], hess[lo:lo + length], scales.grad, scales.hess,
+                   np.uint64(seed), np.int64(g), out[lo:lo + length])
+        return scales
+    _pick(_hist.quantize_gradients, _parallel_rows(grad.shape[0]))(
+        grad, hess, scales.grad, scales.hess, int(scales.count_bits), out)
+    return scales
+
+
+def tree_scales(max_g, max_h, neg, n_rows, packed, quant_bins=0, comm=LOCAL):
+    """One tree's ``Scales`` from this shard's largest |grad| and |hess| and its
+    ``neg = -min(hess)`` (read in packed mode only): the three maxima are taken over
+    every shard of ``comm`` in one round trip, so all shards share one scale.  Every
+    backend's ``quantize`` computes its scales here.
+
+    Raises FloatingPointError when a maximum is not finite (NaN or inf gradients), and
+    ValueError in packed mode when a hessian is negative.
+    """
+    # np.max keeps a NaN: the finiteness check below sees it
+    every = np.array(comm.allgather((float(max_g), float(max_h), float(neg))), np.float64)
     max_g, max_h, neg = (float(v) for v in every.max(axis=0))
     if not (np.isfinite(max_g) and np.isfinite(max_h)):
         raise FloatingPointError("non-finite gradient or hessian")
-    if out.shape[1] == 1:
+    if packed:
         if neg > 0.0:
             raise ValueError("quantized_grad needs non-negative hessians; the objective "
                              "returned a negative one")
         q = float(max(1, min(quant_bins, (2 ** 31 - 1) // max(n_rows, 1) - 1)))
         sg = q / max_g if max_g > 0 else 1.0
         sh = q / max_h if max_h > 0 else 1.0
-        kernel = _pick(_hist.quantize_packed, _parallel_rows(grad.shape[0]))
-        for lo, g, length in _segs(segs, grad.shape[0]):   # the hash reads global row ids
-            kernel(grad[lo:lo + length], hess[lo:lo + length], sg, sh, np.uint64(seed),
-                   np.int64(g), out[lo:lo + length])
         return Scales.quantized(sg, sh)
     cb = count_bits(n_rows)
     sg = fixed_point_scale(max_g, n_rows)
     sh = fixed_point_scale(max_h, n_rows, FIXED_POINT_BITS - cb)
-    _pick(_hist.quantize_gradients, _parallel_rows(grad.shape[0]))(grad, hess, sg, sh, cb, out)
     return Scales.exact(sg, sh, cb)
 
 
