@@ -29,6 +29,7 @@ from .grow import Grower
 from .metrics import get_metric
 from .objectives import get_objective
 from .ordered import OrderedEncoding
+from .scores import HostScores
 
 
 def _objective_params(p):
@@ -321,7 +322,7 @@ def _initial_raw(booster, train_set, init_model, k_out, n):
 
 
 def _grow_round(p, booster, objective, grower, backend, y, w, raw, evals, grad, hess, it,
-                k_out, enc, comm, segs, n_all):
+                k_out, enc, comm, segs, n_all, scores):
     builder = grower.builder
     idx_buf = builder.idx_buf
     rows, n_total = _sample_rows(backend, p, it, y.shape[0], n_all, segs, comm, idx_buf)
@@ -335,8 +336,8 @@ def _grow_round(p, booster, objective, grower, backend, y, w, raw, evals, grad, 
         with stage("quantize"):
             try:
                 seed = _seed(p.random_state, it, k) if p.quantized_grad else 0  # rounding seed
-                scales = backend.quantize(grad[k], hess[k], n_total, builder.gh,
-                                          p.grad_quant_bins, seed, comm, segs)
+                scales = scores.quantize(builder, k, n_total, p.grad_quant_bins, seed, comm,
+                                         segs)
             except FloatingPointError:
                 raise ValueError(
                     f"gradients became non-finite at iteration {it} (objective="
@@ -346,7 +347,7 @@ def _grow_round(p, booster, objective, grower, backend, y, w, raw, evals, grad, 
         # whole fit (no per-tree copies; an unsampled round fills it with 0..n-1)
         idx = idx_buf[:n_rows]
         if rows is None:
-            backend.fill_range(idx)
+            scores.fill_range(idx)
         else:
             idx[:] = rows
         tree, leaves, l0, l1 = grower.grow(scales, idx, n_total,
@@ -360,7 +361,7 @@ def _grow_round(p, booster, objective, grower, backend, y, w, raw, evals, grad, 
                               segs)
         tree.value[:] *= p.learning_rate
         with stage("score_update"):
-            backend.add_leaf_values(raw[k], idx, l0, l1, tree.value[leaves])
+            scores.add_leaf_values(k, idx, l0, l1, tree.value[leaves])
             if oob is not None:
                 backend.predict_binned_add(builder.X_cols, oob, tree, grower.bm.missing_bin,
                                            raw[k])
@@ -399,6 +400,10 @@ def _boost(p, booster, objective, grower, backend, y, w, raw, evals, metrics,
     n_all = n if n_all is None else n_all
     grad = np.empty((k_out, n), GRAD)
     hess = np.empty((k_out, n), GRAD)
+    # on the backend's device when it can hold them (``bonsai.scores``); the ordered
+    # encoding swaps its grower mid-fit, so its scores stay on the host
+    scores = (HostScores(backend, objective, y, w, raw, grad, hess) if enc is not None else
+              backend.scores(grower.builder, objective, p, y, w, raw, grad, hess))
     evals_log = {}
     booster.evals_result = evals_log
     for cb in callbacks:
@@ -408,9 +413,9 @@ def _boost(p, booster, objective, grower, backend, y, w, raw, evals, metrics,
         if any(cb.before_iteration(booster, it, evals_log) for cb in callbacks):
             break
         with stage("gradients"):
-            objective.grad_hess(y, raw, w, grad, hess)
+            scores.grad_hess()
         _grow_round(p, booster, objective, grower, backend, y, w, raw, evals, grad, hess, it,
-                    k_out, enc, comm, segs, n_all)
+                    k_out, enc, comm, segs, n_all, scores)
         if (enc is not None and it + 1 - start == _combination_round(p)
                 and it + 1 < start + p.n_estimators):
             with stage("ctr"):
@@ -426,6 +431,7 @@ def _boost(p, booster, objective, grower, backend, y, w, raw, evals, metrics,
             break
     for cb in callbacks:
         booster = cb.after_training(booster)
+    scores.sync()
     grower.builder.finish_fit()
     report("train")
     return booster

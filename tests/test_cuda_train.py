@@ -147,6 +147,36 @@ def test_device_builder_is_used(monkeypatch):
     assert len(calls) >= 2
 
 
+@pytest.mark.parametrize("objective, extra, resident", [
+    ("squared_error", {}, True),
+    ("multiclass", {}, True),
+    ("squared_error", {"subsample": 0.7}, False),          # out-of-bag rows: host margins
+    ("squared_error", {"quantized_grad": True}, False),    # exact renewal: host gradients
+    ("absolute_error", {}, False),                         # leaf renewal on the host
+    ("squared_error", {"env": "1"}, False),                # BONSAI_HOST_OBJECTIVE=1
+])
+def test_scores_live_on_the_device_where_they_can(monkeypatch, objective, extra, resident):
+    made = []
+    orig = sys.modules["bonsai.backends.cuda"].scores
+
+    def spy(*args):
+        out = orig(*args)
+        made.append(out.resident)
+        return out
+    monkeypatch.setattr(sys.modules["bonsai.backends.cuda"], "scores", spy)
+    env = extra.pop("env", None)
+    if env:
+        monkeypatch.setenv("BONSAI_HOST_OBJECTIVE", env)
+    y = LABELS.get(objective, LABELS["squared_error"])
+    p = dict(BASE, objective=objective, max_depth=2, n_estimators=2, **extra)
+    if objective == "multiclass":
+        p["num_class"] = 3
+    gpu = bonsai.train(dict(p, device="cuda"), bonsai.Dataset(DF, label=y, max_bin=15))
+    cpu = bonsai.train(dict(p, device="cpu"), bonsai.Dataset(DF, label=y, max_bin=15))
+    assert made == [resident]
+    assert _text(gpu) == _text(cpu)
+
+
 def test_several_shards_are_refused():
     from fake_comm import run_ranks
     from bonsai.backends import get_backend

@@ -15,11 +15,14 @@ rows whatever the node sizes; because histogram cells are integers, the result d
 not depend on that split.  The thresholds below are read at every fit (tests lower
 them to force work splitting).
 """
+import sys
+
 import numba
 import numpy as np
 
 from ..._dtypes import FIXED_POINT_BITS, count_bits, fixed_point_scale
 from ...comm import LOCAL
+from ...scores import HostScores
 from ...split_settings import CatSettings, Scales
 from . import histogram as _hist
 from . import partition as _part
@@ -35,7 +38,7 @@ from .layout import CpuData, SparseRows, hist_layout, prepare
 __all__ = ["CpuData", "HistogramPool", "SparseRows", "TreeBuilder", "add_leaf_values",
            "fill_range", "leaf_sums", "leaf_weights", "predict_binned_add", "predict_leaf",
            "predict_oblivious", "predict_raw", "prepare", "quantize", "sample_rows",
-           "tree_builder", "tree_scales"]
+           "scores", "tree_builder", "tree_scales"]
 #: below this many rows per thread a level runs on one thread: a parallel region
 #: costs tens of microseconds, about what one thread needs for ~4k rows x 28 features.
 MIN_ROWS_PER_THREAD = 4096
@@ -80,6 +83,11 @@ def tree_builder(data, n_threads, pool_capacity, quantized, settings, cat, min_c
     par = thread_plan(data.n_rows, int(data.bin_mapper.feat_off[-1]), n_threads)
     return TreeBuilder(data, n_threads, par, pool_capacity, quantized, settings, cat,
                        min_child_samples, comm)
+
+
+def scores(builder, objective, params, y, w, raw, grad, hess):
+    """The fit's training scores (``bonsai.scores``): host arrays, these kernels."""
+    return HostScores(sys.modules[__name__], objective, y, w, raw, grad, hess)
 
 
 def quantize(grad, hess, n_rows, out, quant_bins=0, seed=0, comm=LOCAL, segs=None):

@@ -10,11 +10,16 @@ they predict on the CPU anywhere.
 * data: ``prepare`` (the bins on the device once per Dataset, ``binning``) and
   ``tree_builder`` (``builder.TreeBuilder``: device histogram pool, indices and the
   level step: ``partition``, ``histogram``, ``split``);
-* per tree, on host arrays as the CPU's: ``quantize``, ``sample_rows``,
-  ``fill_range``, ``leaf_sums``, ``leaf_weights``, ``add_leaf_values``,
-  ``predict_binned_add``; prediction: ``predict_raw``, ``predict_oblivious``,
-  ``predict_leaf``.  These are the CPU backend's functions: the device builder takes
-  the cells from the host per tree and hands the partitioned indices back.
+* the fit's training scores: ``scores`` (``resident.py``): on the device for
+  squared_error, binary, multiclass and poisson (``objective.DeviceScores``: labels,
+  margins, gradients and cells stay there, nothing per tree crosses the bus but the
+  quantization maxima and the leaf table), else on the host;
+* per tree, on host arrays as the CPU's (the host path): ``quantize``,
+  ``sample_rows``, ``fill_range``, ``leaf_sums``, ``leaf_weights``,
+  ``add_leaf_values``, ``predict_binned_add``; the device builder then takes the cells
+  from the host per tree and hands the partitioned indices back.  Prediction:
+  ``predict_raw``, ``predict_oblivious``, ``predict_leaf`` on the host, and
+  ``predict.py``'s device kernels (``Booster.predict(device=...)``).
 
 The CPU fallback: a fit whose categorical features do not fit the device scan
 (``builder.fits_device``) trains with the CPU builder, after one warning.  Over
@@ -45,10 +50,12 @@ from ...comm import LOCAL, is_local  # noqa: E402
 from . import _profile  # noqa: E402
 from .binning import CudaData, prepare  # noqa: E402
 from .builder import TreeBuilder, fits_device  # noqa: E402
+from .resident import scores  # noqa: E402
 
 __all__ = ["CudaData", "TreeBuilder", "add_leaf_values", "fill_range", "leaf_sums",
            "leaf_weights", "predict_binned_add", "predict_leaf", "predict_oblivious",
-           "predict_raw", "prepare", "quantize", "sample_rows", "status", "tree_builder"]
+           "predict_raw", "prepare", "quantize", "sample_rows", "scores", "status",
+           "tree_builder"]
 
 sample_rows = _cpu.sample_rows
 fill_range = _cpu.fill_range

@@ -97,6 +97,7 @@ class TreeBuilder:
         self.d_P = None
         self._level = None           # (slots, host copy of their histograms)
         self.resident = None         # the fit's DeviceScores, if the objective runs here
+        self.idx_on_device = False   # the tree's sample was written on the device
 
     def start_tree(self, scales, idx):
         """The next tree's scales and sample ``idx`` (host); its cells and indices go to
@@ -107,15 +108,17 @@ class TreeBuilder:
         with stage("upload"):
             if self.resident is None:
                 self.d_gh.copy_to_device(self.gh)
-            if idx.shape[0]:
+            if idx.shape[0] and not self.idx_on_device:
                 self.d_idx[:idx.shape[0]].copy_to_device(idx)
+            self.idx_on_device = False
             self.d_P = cuda.to_device(_split.settings_array(scales, self.cfg, self.cat_cfg,
                                                             self.min_child_samples))
 
     def finish_tree(self):
-        """The tree is grown: its partitioned indices back to the host ``idx``."""
-        with stage("host wait"):
-            if self.idx.shape[0]:
+        """The tree is grown: its partitioned indices back to the host ``idx`` (not with
+        resident scores: the leaf update reads them on the device)."""
+        if self.resident is None and self.idx.shape[0]:
+            with stage("host wait"):
                 self.d_idx[:self.idx.shape[0]].copy_to_host(self.idx)
 
     def finish_fit(self):
