@@ -14,15 +14,17 @@ children's splits back (one wait per level) for ``children.write_children`` on t
 host.  The sample indices live on the device for the tree; ``finish_tree`` copies
 them home, where the leaf ranges index them.
 
-An oblivious level chooses its shared split on the host from the level's
-histograms, copied home once per level (``_host_hist``), with the CPU kernels.
+An oblivious level's candidates are scored on the device (``split.level_gains``: every
+(bin, missing direction) summed over the level's nodes) and the grow loop takes the
+argmax of that small table; a categorical feature's shared category set is chosen on
+the host from the level's histograms, copied home once per level (``_host_hist``),
+with the CPU kernels (only for data with categorical features).
 """
 import numpy as np
 from numba import cuda
 
 from ..._dtypes import IDX
 from ...nodes import BIN, COUNT, DEFAULT_LEFT, FEATURE, SLOT, START, STOP
-from ..cpu import split as _cpu_split
 from ..cpu import split_cat as _cpu_split_cat
 from ..cpu import split_level as _cpu_split_level
 from ..cpu.children import batch_columns, local_child_rows, write_children
@@ -84,6 +86,8 @@ class TreeBuilder:
         self.d_feat_off = cuda.to_device(np.ascontiguousarray(bm.feat_off, np.int64))
         self.d_n_value_bins = cuda.to_device(np.ascontiguousarray(bm.n_value_bins, np.int64))
         self.d_is_cat = cuda.to_device(np.ascontiguousarray(bm.is_cat, np.uint8))
+        self.d_bin_feature = cuda.to_device(np.repeat(
+            np.arange(bm.n_value_bins.shape[0], dtype=np.int64), np.diff(bm.feat_off)))
         channels = 1 if quantized else 2
         self.pool = DevicePool(int(bm.feat_off[-1]), pool_capacity, channels)
         self.gh = np.empty((self.n_rows, channels), np.int64)   # the host quantize's out
@@ -251,7 +255,7 @@ class TreeBuilder:
         return (gain.copy_to_host(), h_ints[0], h_ints[1], dl.copy_to_host(), h_sums[0],
                 h_sums[1], bits.copy_to_host())
 
-    # ---- oblivious levels: the shared split chosen on the host ----------------------
+    # ---- oblivious levels ------------------------------------------------------------
     def _host_hist(self, slots):
         """(host histograms of ``slots``, their rows 0..m-1), copied once per level."""
         key = tuple(int(s) for s in slots)
@@ -264,13 +268,24 @@ class TreeBuilder:
 
     def level_split(self, slots, node_rows, mask):
         """The summed gain of every numeric (bin, missing direction) candidate over the
-        level's nodes, (n_bins_total, 2): the CPU kernel on the level's histograms."""
-        hist, rows = self._host_hist(slots)
-        out = np.empty((int(self.feat_off[-1]), 2))
-        _cpu_split_level.find_level_split(hist, rows, node_rows, self.feat_off,
-                                          self.n_value_bins, mask, self.is_cat, self.scales,
-                                          self.cfg, self.min_child_samples, out)
-        return out
+        level's nodes, (n_bins_total, 2), computed on the device (``split.level_gains``)
+        and copied home for the grow loop's argmax."""
+        m = len(slots)
+        with stage("split"):
+            d_slots = cuda.to_device(np.ascontiguousarray(slots, np.int64))
+            d_rows = cuda.to_device(np.ascontiguousarray(node_rows, np.int64))
+            tot = cuda.device_array((m, 3), np.int64)
+            cf = cuda.device_array(m, np.float64)
+            parent = cuda.device_array(m, np.float64)
+            _split.node_totals[blocks_for(m), THREADS](self.pool.hist, d_slots, self.d_feat_off,
+                                                       d_rows, self.d_P, tot, cf, parent)
+            out = cuda.device_array((int(self.feat_off[-1]), 2), np.float64)
+            _split.level_gains[blocks_for(out.shape[0]), THREADS](
+                self.pool.hist, d_slots, self.d_feat_off, self.d_n_value_bins,
+                self.d_bin_feature, cuda.to_device(np.ascontiguousarray(mask, np.uint8)),
+                self.d_is_cat, self.d_P, tot, cf, parent, out)
+        with stage("host wait"):
+            return out.copy_to_host()
 
     def level_split_categorical(self, slots, node_rows, mask):
         """Each categorical feature's best shared category set over the level and its
@@ -285,10 +300,16 @@ class TreeBuilder:
         return gain, bits
 
     def range_sums(self, slots, lo, hi, extra, cnt_factor):
-        hist, rows = self._host_hist(slots)
-        out = np.empty((len(rows), 3), np.int64)
-        _cpu_split.range_sums(hist, rows, lo, hi, extra, self.scales, cnt_factor, out)
-        return out
+        """(grad, hess, count) sums of bins ``lo:hi`` (plus bin ``extra`` if >= 0) per
+        slot, on the device (``split.range_sums``)."""
+        m = len(slots)
+        out = cuda.device_array((m, 3), np.int64)
+        _split.range_sums[blocks_for(m), THREADS](
+            self.pool.hist, cuda.to_device(np.ascontiguousarray(slots, np.int64)), int(lo),
+            int(hi), int(extra), self.d_P, cuda.to_device(np.ascontiguousarray(cnt_factor,
+                                                                                np.float64)),
+            out)
+        return out.copy_to_host()
 
     def bits_sums(self, slots, feature, bits, cnt_factor):
         hist, rows = self._host_hist(slots)

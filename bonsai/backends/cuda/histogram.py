@@ -23,7 +23,7 @@ from ._device import THREADS, blocks_for
 MAX_GRID_Y = 65535
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def zero_slots(hist, p_slot):
     """``hist[p_slot[y]] = 0`` for every part ``y`` with a slot (>= 0)."""
     n_cells = hist.shape[1] * hist.shape[2]
@@ -39,7 +39,7 @@ def zero_slots(hist, p_slot):
         part += cuda.gridDim.y
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def fill_histograms(X, feat_off, gh, idx, identity, p_start, p_stop, p_slot, hist):
     """Add every row ``idx[p_start[y]:p_stop[y]]`` (``identity``: the row is its
     position) of each part ``y`` with a slot into ``hist[p_slot[y]]``.

@@ -75,7 +75,7 @@ def _nanmax(a, b):
 # --------------------------------------------------------------------------
 # gradients / hessians: (K, n) float32 from raw (K, n) float64, y (n,), w (n,)
 # --------------------------------------------------------------------------
-@cuda.jit
+@cuda.jit(cache=True)
 def _sq_kernel(y, raw, w, has_w, g, h):
     for i in range(cuda.grid(1), y.shape[0], cuda.gridsize(1)):
         d = raw[0, i] - np.float64(y[i])
@@ -87,7 +87,7 @@ def _sq_kernel(y, raw, w, has_w, g, h):
             h[0, i] = 1.0
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _binary_kernel(y, raw, w, has_w, g, h):
     for i in range(cuda.grid(1), y.shape[0], cuda.gridsize(1)):
         r = raw[0, i]
@@ -103,7 +103,7 @@ def _binary_kernel(y, raw, w, has_w, g, h):
         h[0, i] = hi
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _poisson_kernel(y, raw, w, has_w, max_delta_step, g, h):
     for i in range(cuda.grid(1), y.shape[0], cuda.gridsize(1)):
         r = raw[0, i]
@@ -116,7 +116,7 @@ def _poisson_kernel(y, raw, w, has_w, max_delta_step, g, h):
         h[0, i] = hi
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _softmax_kernel(y, raw, w, has_w, factor, g, h):
     k_out = raw.shape[0]
     for i in range(cuda.grid(1), y.shape[0], cuda.gridsize(1)):
@@ -168,7 +168,7 @@ def _block_max3(a, b, c, part, row):
         part[row, 2] = sc[0]
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _max_abs_kernel(grad, hess, k, part):
     """``part[block] = (max |grad[k]|, max |hess[k]|, max(0, -min hess[k]))`` over the
     block's rows, NaN where one is NaN (``cpu.histogram.max_abs``)."""
@@ -183,7 +183,7 @@ def _max_abs_kernel(grad, hess, k, part):
     _block_max3(mg, mh, mn, part, cuda.blockIdx.x)
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _max_final_kernel(part, n_parts, out):
     """One block: ``out[0, :]`` = the ``_nanmax`` of ``part[:n_parts]``."""
     a = 0.0
@@ -196,7 +196,7 @@ def _max_final_kernel(part, n_parts, out):
     _block_max3(a, b, c, out, 0)
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _quantize_exact_kernel(grad, hess, k, scale_g, scale_h, count_bits, out):
     """``out[i] = (rint(grad * scale_g), rint(hess * scale_h) << count_bits + 1)``
     (``cpu.histogram.quantize_gradients``; ``round`` rounds half to even)."""
@@ -206,7 +206,7 @@ def _quantize_exact_kernel(grad, hess, k, scale_g, scale_h, count_bits, out):
             + np.int64(1)
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _quantize_packed_kernel(grad, hess, k, scale_g, scale_h, seed, seg, total, out):
     """Stochastic rounding, packed ``g_q * 2**32 + h_q`` (``cpu.histogram.quantize_packed``)
     over the rows of the segments ``seg`` (``seg_table``), hashed by global row id."""

@@ -35,7 +35,7 @@ def _goes_left(b, tb, mb, dl, bits, nd):
     return np.int32(b <= tb or (b == mb and dl != 0))
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def count_left(X, idx, c_node, c_start, c_stop, feature, bin_, default_left, missing_bin,
                bits, c_left):
     """``c_left[c]``: rows of chunk ``c`` (``idx[c_start[c]:c_stop[c]]``, node
@@ -59,7 +59,7 @@ def count_left(X, idx, c_node, c_start, c_stop, feature, bin_, default_left, mis
         c += cuda.gridDim.x
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def chunk_offsets(node_chunk_ptr, c_start, c_stop, c_left, starts, c_lpos, c_rpos, nleft):
     """Per node (one thread each): where each of its chunks' left and right rows go
     (left rows from the node's start, right rows after every left row), and its left
@@ -80,7 +80,7 @@ def chunk_offsets(node_chunk_ptr, c_start, c_stop, c_left, starts, c_lpos, c_rpo
     nleft[nd] = total
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def scatter(X, idx, tmp, c_node, c_start, c_stop, feature, bin_, default_left, missing_bin,
             bits, c_lpos, c_rpos):
     """Each chunk's rows into ``tmp``: left rows at ``c_lpos[c]`` on, right rows at
@@ -119,7 +119,7 @@ def scatter(X, idx, tmp, c_node, c_start, c_stop, feature, bin_, default_left, m
         c += cuda.gridDim.x
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def copy_back(idx, tmp, c_start, c_stop):
     """``idx[c_start[c]:c_stop[c]] = tmp[...]`` for every chunk."""
     c = cuda.blockIdx.x
@@ -130,7 +130,7 @@ def copy_back(idx, tmp, c_start, c_stop):
         c += cuda.gridDim.x
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def plan_children(starts, stops, nleft, parent_slot, new_slot, child_ok, min_split_rows,
                   out_child_rows, out_slot, out_sub, b_start, b_stop, b_slot):
     """One thread: the CPU's ``children.plan_children`` on the device (one shard, so

@@ -58,7 +58,7 @@ def _kept(seg, p, seed, fraction):
     return np.float64(z >> np.uint64(11)) * INV53 < fraction
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _sample_count_kernel(seg, total, seed, fraction, counts):
     """``counts[c]``: kept positions among ``c * CHUNK .. (c + 1) * CHUNK - 1``."""
     t = cuda.threadIdx.x
@@ -76,7 +76,7 @@ def _sample_count_kernel(seg, total, seed, fraction, counts):
         cuda.syncthreads()
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _exclusive_scan_kernel(counts, offsets, total):
     """One block: ``offsets`` = exclusive prefix sums of ``counts``, ``total[0]`` their
     sum; thread t sums a contiguous slice, thread 0 scans the slices' sums."""
@@ -104,7 +104,7 @@ def _exclusive_scan_kernel(counts, offsets, total):
         run += counts[c]
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _sample_scatter_kernel(seg, total, seed, fraction, offsets, out):
     """Write each chunk's kept local rows, ascending, from ``out[offsets[c]]`` on
     (a block-wide inclusive scan of the keep flags)."""
@@ -128,13 +128,13 @@ def _sample_scatter_kernel(seg, total, seed, fraction, offsets, out):
         cuda.syncthreads()
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _fill_range_kernel(idx, n):
     for i in range(cuda.grid(1), n, cuda.gridsize(1)):
         idx[i] = np.uint32(i)
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _add_leaf_values_kernel(raw, k, idx, leaf_tab, leaf_value, total):
     """``raw[k, idx[i]] += leaf_value[l]`` over each leaf's rows; ``leaf_tab`` (2, L):
     the leaves' range starts, and their offsets in the concatenation of the ranges."""

@@ -118,7 +118,7 @@ def _decode(a, c2, packed, cbits, cf):
 
 # ---- kernels ------------------------------------------------------------------------
 
-@cuda.jit
+@cuda.jit(cache=True)
 def subtract(hist, child_slot, sub):
     """``hist[child_slot[c]] -= hist[sub[c]]`` for every child with both (the larger
     child from its parent's histogram)."""
@@ -136,7 +136,7 @@ def subtract(hist, child_slot, sub):
         c += cuda.gridDim.y
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def node_totals(hist, child_slot, feat_off, child_rows, P, out_tot, out_cf, out_parent):
     """Per child with a slot: its decoded sums (``_gain.node_totals``), its rows per
     hessian unit ``cf`` (packed cells) and its score as a parent."""
@@ -308,7 +308,7 @@ def _scan_categorical(hist, s, base, nv, tg, th, tc, cf, P, out_bits, out_lsum):
     return best
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def scan_features(hist, child_slot, feat_off, n_value_bins, masks, is_cat, P, tot, cf,
                   parent, out_gain, out_bin, out_dl, out_lsum, out_bits):
     """Per (child, feature): the feature's best candidate at that child (gain -inf
@@ -338,7 +338,7 @@ def scan_features(hist, child_slot, feat_off, n_value_bins, masks, is_cat, P, to
         j += step
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def pick_best(child_slot, is_cat, P, f_gain, f_bin, f_dl, f_lsum, f_bits, tot, out_gain,
               out_feature, out_bin, out_dl, out_lsum, out_sums, out_bits):
     """Per child: the first maximum over its numeric features, then its categorical
@@ -379,3 +379,81 @@ def pick_best(child_slot, is_cat, P, f_gain, f_bin, f_dl, f_lsum, f_bits, tot, o
             for w in range(out_bits.shape[1]):
                 out_bits[c, w] = f_bits[c, bf, w]
     out_gain[c] = best if (bf >= 0 and best > P[P_MSG]) else NEG_INF
+
+
+# ---- oblivious levels -----------------------------------------------------------------
+
+@cuda.jit(cache=True)
+def level_gains(hist, slots, feat_off, n_value_bins, bin_feature, mask, is_cat, P, tot, cf,
+                parent, out):
+    """Oblivious level (``split_level.find_level_split``): per histogram bin ``j`` (one
+    thread each), the gain of its (bin, missing right / left) candidates summed over
+    the level's nodes ``slots`` in node order (a node breaking a constraint adds 0);
+    -inf for masked and categorical features and for missing bins.  ``tot``, ``cf``,
+    ``parent`` are the nodes' ``node_totals``; ``bin_feature (n_bins_total,)`` each
+    bin's feature.  out : (n_bins_total, 2) float64."""
+    j = cuda.grid(1)
+    step = cuda.gridsize(1)
+    packed = P[P_PACKED] != 0.0
+    cbits = np.int64(P[P_CBITS])
+    lam = P[P_LAMBDA]
+    plain = P[P_MDS] <= 0.0 and P[P_ALPHA] == 0.0
+    while j < out.shape[0]:
+        f = bin_feature[j]
+        base = feat_off[f]
+        nv = n_value_bins[f]
+        b = j - base
+        out[j, 0] = NEG_INF
+        out[j, 1] = NEG_INF
+        if mask[f] != 0 and is_cat[f] == 0 and b < nv:
+            for i in range(slots.shape[0]):
+                s = slots[i]
+                mg, mh, mc = _decode(hist[s, base + nv, 0],
+                                     np.int64(0) if packed else hist[s, base + nv, 1],
+                                     packed, cbits, cf[i])
+                la = np.int64(0)
+                lc2 = np.int64(0)
+                for q in range(b + 1):
+                    la += hist[s, base + q, 0]
+                    if not packed:
+                        lc2 += hist[s, base + q, 1]
+                lg, lh, lc = _decode(la, lc2, packed, cbits, cf[i])
+                for dl in range(2):
+                    if dl == 0:
+                        g = _split_gain(lg, lh, lc, tot[i, 0], tot[i, 1], tot[i, 2], P, lam,
+                                        parent[i], plain)
+                    else:
+                        g = _split_gain(lg + mg, lh + mh, lc + mc, tot[i, 0], tot[i, 1],
+                                        tot[i, 2], P, lam, parent[i], plain)
+                    if g == NEG_INF:
+                        g = 0.0
+                    cur = out[j, dl]
+                    if cur == NEG_INF:
+                        cur = 0.0
+                    out[j, dl] = cur + g
+        j += step
+
+
+@cuda.jit(cache=True)
+def range_sums(hist, slots, lo, hi, extra, P, cnt_factor, out):
+    """Per node ``i`` (one thread each): the decoded sums of bins ``lo..hi-1`` (plus bin
+    ``extra`` when >= 0) of ``hist[slots[i]]`` (``_gain.bin_sums``).  out : (m, 3)."""
+    i = cuda.grid(1)
+    if i >= slots.shape[0]:
+        return
+    packed = P[P_PACKED] != 0.0
+    s = slots[i]
+    a = np.int64(0)
+    c2 = np.int64(0)
+    for b in range(lo, hi):
+        a += hist[s, b, 0]
+        if not packed:
+            c2 += hist[s, b, 1]
+    if extra >= 0:
+        a += hist[s, extra, 0]
+        if not packed:
+            c2 += hist[s, extra, 1]
+    g, h, c = _decode(a, c2, packed, np.int64(P[P_CBITS]), cnt_factor[i])
+    out[i, 0] = g
+    out[i, 1] = h
+    out[i, 2] = c
