@@ -193,6 +193,23 @@ def test_several_shards_are_refused():
     assert all(run_ranks(2, rank))
 
 
+def test_kernels_compile_for_the_gpu_without_fma(child_env, tmp_path):
+    """The simulator runs the kernels as Python; the CUDA compiler must accept them
+    too, and no float64 multiply may be contracted into an FMA (the gains would then
+    differ from the CPU's in the last bit)."""
+    import json
+    from pathlib import Path
+    env = dict(child_env, NUMBA_ENABLE_CUDASIM="0")
+    r = subprocess.run([sys.executable, str(Path(__file__).with_name("_cuda_ptx_train.py"))],
+                       env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    if "skip" in res:
+        pytest.skip(res["skip"])
+    assert len(res) == 13
+    assert all(v == {"fma": 0} for v in res.values()), res
+
+
 NO_GPU = """
 import bonsai, numpy as np
 from bonsai._info import info_lines

@@ -25,7 +25,7 @@ from numba import cuda
 from ._device import CHUNK
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True)
 def _goes_left(b, tb, mb, dl, bits, nd):
     """Whether bin ``b`` goes left at a split on (bin ``tb``, missing bin ``mb``,
     ``dl`` missing left); ``tb < 0``: a categorical split, left where the bit of

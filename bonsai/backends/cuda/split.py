@@ -49,13 +49,13 @@ def settings_array(scales, cfg, cat, min_child_samples):
 
 # ---- the formulas (``_gain``'s) ----------------------------------------------------
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True)
 def _threshold_l1(g, alpha):
     lo = g + alpha if g < -alpha else 0.0
     return g - alpha if g > alpha else lo
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True)
 def _leaf_weight(g, h, lam, alpha, mds):
     den = h + lam
     if den <= 0.0:
@@ -69,7 +69,7 @@ def _leaf_weight(g, h, lam, alpha, mds):
     return w
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True)
 def _leaf_score(g, h, lam, alpha, mds):
     den = h + lam
     if den <= 0.0:
@@ -81,7 +81,7 @@ def _leaf_score(g, h, lam, alpha, mds):
     return -(fmul(fmul(2.0, gt), w) + fmul(fmul(den, w), w))
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True)
 def _split_gain(cg, ch, cc, tg, th, tc, P, lam, parent, plain):
     """``_gain.split_gain`` (``lam``: the lambda in force, ``cfg``'s or a categorical
     split's ``lambda + cat_l2``)."""
@@ -103,7 +103,7 @@ def _split_gain(cg, ch, cc, tg, th, tc, P, lam, parent, plain):
             + _leaf_score(gr, hr, lam, P[P_ALPHA], P[P_MDS]) - parent)
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True)
 def _decode(a, c2, packed, cbits, cf):
     """``_gain.decode``: (grad, hess, count) of a cell sum."""
     if packed:
@@ -163,7 +163,7 @@ def node_totals(hist, child_slot, feat_off, child_rows, P, out_tot, out_cf, out_
                                 P[P_LAMBDA], P[P_ALPHA], P[P_MDS])
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True)
 def _scan_numeric(hist, s, base, nv, tg, th, tc, cf, parent, P, out_lsum):
     """One numeric feature at one node: (gain, bin, default_left) of its first best
     candidate, its left sums into ``out_lsum (3,)``."""
@@ -223,7 +223,7 @@ def _scan_numeric(hist, s, base, nv, tg, th, tc, cf, parent, P, out_lsum):
     return best, bb, bdl
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True)
 def _scan_categorical(hist, s, base, nv, tg, th, tc, cf, P, out_bits, out_lsum):
     """One categorical feature at one node (``_gain.scan_categorical``): the gain of
     its best category set (bit b of ``out_bits``: bin b left), its left sums."""
@@ -279,8 +279,11 @@ def _scan_categorical(hist, s, base, nv, tg, th, tc, cf, P, out_bits, out_lsum):
             best_k = -1
             la = np.int64(0)
             lc2 = np.int64(0)
+            n_try = np.int64(P[P_CAT_THR])
+            if n_try > n_used - 1:
+                n_try = n_used - 1
             for direction in range(2):
-                for k in range(min(np.int64(P[P_CAT_THR]), n_used - 1)):
+                for k in range(n_try):
                     jj = order[k] if direction == 0 else order[n_used - 1 - k]
                     cell = base + used[jj]
                     if k == 0:

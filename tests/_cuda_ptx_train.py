@@ -1,0 +1,53 @@
+"""Child script of ``tests/test_cuda_train.py``: compile every training kernel of
+``bonsai.backends.cuda`` (histogram, partition, split) to PTX for sm_90 with NVVM (the
+simulator off, no GPU needed: the simulator runs Python, so only this finds what the
+CUDA compiler rejects) and print, as JSON, each kernel's count of float64 FMAs, or
+``{"skip": why}`` where NVVM is missing.
+"""
+import json
+import re
+import sys
+import types as pytypes
+
+from numba import cuda, types as t
+from numba.cuda.cudadrv import nvvm
+
+try:
+    nvvm.NVVM()
+except Exception as e:                 # noqa: BLE001 - no toolkit: nothing to check
+    print(json.dumps({"skip": f"NVVM unavailable ({type(e).__name__}: {e})"}))
+    sys.exit(0)
+import numba.cuda.dispatcher as disp  # noqa: E402
+
+# device functions take the target from the current device; there is none here
+disp.get_current_device = lambda: pytypes.SimpleNamespace(compute_capability=(9, 0))
+from bonsai.backends.cuda import histogram as h, partition as p, split as s  # noqa: E402
+f8, i8, u8, u4, u1 = t.float64, t.int64, t.uint64, t.uint32, t.uint8
+def a(dt, nd, layout="C"):
+    return t.Array(dt, nd, layout)
+X = a(u1, 2); H = a(i8, 3); I1 = a(i8, 1); A1 = a(i8, 1, "A")
+sigs = {
+ "zero_slots": (h, (H, A1)),
+ "fill_histograms": (h, (X, I1, a(i8, 2), a(u4, 1), i8, A1, A1, A1, H)),
+ "count_left": (p, (X, a(u4, 1), A1, A1, A1, A1, A1, a(u1, 1), A1, a(u8, 2), I1)),
+ "chunk_offsets": (p, (I1, A1, A1, I1, A1, A1, A1, I1)),
+ "scatter": (p, (X, a(u4, 1), a(u4, 1), A1, A1, A1, A1, A1, a(u1, 1), A1, a(u8, 2), A1, A1)),
+ "copy_back": (p, (a(u4, 1), a(u4, 1), A1, A1)),
+ "plan_children": (p, (A1, A1, I1, A1, A1, i8, i8, A1, A1, A1, A1, A1, A1)),
+ "subtract": (s, (H, A1, A1)),
+ "node_totals": (s, (H, A1, I1, A1, a(f8, 1), a(i8, 2), a(f8, 1), a(f8, 1))),
+ "scan_features": (s, (H, A1, I1, I1, a(u1, 2), a(u1, 1), a(f8, 1), a(i8, 2), a(f8, 1), a(f8, 1),
+                       a(f8, 2), a(i8, 2), a(u1, 2), a(i8, 3), a(u8, 3))),
+ "pick_best": (s, (A1, a(u1, 1), a(f8, 1), a(f8, 2), a(i8, 2), a(u1, 2), a(i8, 3), a(u8, 3), a(i8, 2),
+                   a(f8, 1), A1, A1, a(u1, 1), a(i8, 2, "A"), a(i8, 2, "A"), a(u8, 2))),
+ "level_gains": (s, (H, I1, I1, I1, I1, a(u1, 1), a(u1, 1), a(f8, 1), a(i8, 2), a(f8, 1), a(f8, 1), a(f8, 2))),
+ "range_sums": (s, (H, I1, i8, i8, i8, a(f8, 1), a(f8, 1), a(i8, 2))),
+}
+res = {}
+for name, (mod, sig) in sigs.items():
+    try:
+        ptx, _ = cuda.compile_ptx(getattr(mod, name).py_func, sig, cc=(9, 0))
+        res[name] = {"fma": len(re.findall(r"\bfma\.rn\.f64\b", ptx))}
+    except Exception as e:             # noqa: BLE001 - reported to the test
+        res[name] = {"error": f"{type(e).__name__}: {str(e)[:500]}"}
+print(json.dumps(res))
