@@ -185,6 +185,22 @@ def sec_warmup(cap, run):
 
 
 def sec_check_trees(cap, run):
+    """CPU == GPU trees given the same quantized gradients: BONSAI_HOST_OBJECTIVE=1
+    makes the CUDA fit take its gradients from the host objective (on a GPU the
+    device's exp can differ from numpy's in the last bit, and the trees then from the
+    CPU's legitimately); the device builder then must grow the CPU's trees exactly."""
+    old = os.environ.get("BONSAI_HOST_OBJECTIVE")
+    os.environ["BONSAI_HOST_OBJECTIVE"] = "1"
+    try:
+        return _check_trees(run)
+    finally:
+        if old is None:
+            del os.environ["BONSAI_HOST_OBJECTIVE"]
+        else:
+            os.environ["BONSAI_HOST_OBJECTIVE"] = old
+
+
+def _check_trees(run):
     import bonsai
     from bonsai.backends.cuda import FallbackWarning
     s = run.sizes
