@@ -27,8 +27,13 @@ def a(dt, nd, layout="C"):
     return t.Array(dt, nd, layout)
 X = a(u1, 2); H = a(i8, 3); I1 = a(i8, 1); A1 = a(i8, 1, "A")
 sigs = {
- "zero_slots": (h, (H, A1)),
- "fill_histograms": (h, (X, I1, a(i8, 2), a(u4, 1), i8, A1, A1, A1, H)),
+ "zero_slots": (h, (H, A1, a(i8, 2))),
+ "fill_direct": (h, (X, I1, I1, a(i8, 2), a(u4, 1), i8, A1, A1, A1, i8, H, a(i8, 2))),
+ "fill_tiles_exact": (h, (X, I1, I1, a(i8, 2), a(u4, 1), i8, A1, A1, A1, i8, I1, I1, H,
+                          a(i8, 2))),
+ "fill_tiles_packed": (h, (X, I1, I1, a(i8, 2), a(u4, 1), i8, A1, A1, A1, i8, I1, I1, H,
+                           a(i8, 2))),
+ "restore_default": (h, (H, I1, I1, A1, a(i8, 2))),
  "count_left": (p, (X, a(u4, 1), A1, A1, A1, A1, A1, a(u1, 1), A1, a(u8, 2), I1)),
  "chunk_offsets": (p, (I1, A1, A1, I1, A1, A1, A1, I1)),
  "scatter": (p, (X, a(u4, 1), a(u4, 1), A1, A1, A1, A1, A1, a(u1, 1), A1, a(u8, 2), A1, A1)),

@@ -20,11 +20,14 @@ argmax of that small table; a categorical feature's shared category set is chose
 the host from the level's histograms, copied home once per level (``_host_hist``),
 with the CPU kernels (only for data with categorical features).
 """
+import warnings
+
 import numpy as np
 from numba import cuda
 
 from ..._dtypes import IDX
 from ...nodes import BIN, COUNT, DEFAULT_LEFT, FEATURE, SLOT, START, STOP
+from ..cpu import binning as _cpu_binning
 from ..cpu import split_cat as _cpu_split_cat
 from ..cpu import split_level as _cpu_split_level
 from ..cpu.children import batch_columns, local_child_rows, write_children
@@ -90,6 +93,20 @@ class TreeBuilder:
             np.arange(bm.n_value_bins.shape[0], dtype=np.int64), np.diff(bm.feat_off)))
         channels = 1 if quantized else 2
         self.pool = DevicePool(int(bm.feat_off[-1]), pool_capacity, channels)
+        # each feature's most frequent bin (skipped by the fill, restored from the
+        # node totals) and the shared-memory tiles of whole features
+        dflt = np.zeros(bm.n_value_bins.shape[0], np.int64)
+        if self.n_rows:
+            _cpu_binning.default_bins.serial(self.X_cols, np.diff(bm.feat_off).astype(np.int64),
+                                             dflt, np.empty_like(dflt))
+        self.d_default_bin = cuda.to_device(dflt)
+        t = _hist.tiles(bm.feat_off, quantized)
+        if t is None:
+            warnings.warn(f"device='cuda': a feature has more bins than a shared-memory tile "
+                          f"holds ({_hist.TILE_PACKED if quantized else _hist.TILE_EXACT}); "
+                          "this fit fills its histograms with global atomics (slower)",
+                          stacklevel=4)
+        self.d_tiles = None if t is None else (cuda.to_device(t[0]), cuda.to_device(t[1]))
         self.gh = np.empty((self.n_rows, channels), np.int64)   # the host quantize's out
         self.d_gh = cuda.device_array((self.n_rows, channels), np.int64)
         self.idx_buf = np.empty(self.n_rows, IDX)
@@ -137,9 +154,7 @@ class TreeBuilder:
         start, stop, slot = int(t[0, START]), int(t[0, STOP]), int(t[0, SLOT])
         d = cuda.to_device(np.array([[start], [stop], [slot]], np.int64))
         with stage("histogram"):
-            _hist.build(self.X, self.d_feat_off, self.d_gh, self.d_idx,
-                        self.idx.shape[0] == self.n_rows, d[0], d[1], d[2], 1, stop - start,
-                        self.pool.hist)
+            self._fill(self.idx.shape[0] == self.n_rows, d[0], d[1], d[2], 1, stop - start)
         plan = cuda.to_device(np.array([[t[0, COUNT], 0], [slot, -1], [-1, -1]], np.int64))
         two = np.zeros((2, masks.shape[1]), np.uint8)
         two[0] = masks[0]
@@ -175,9 +190,8 @@ class TreeBuilder:
                                   fill[1], fill[2])
         sizes = stops - starts
         with stage("histogram"):
-            _hist.build(self.X, self.d_feat_off, self.d_gh, self.d_idx, False, fill[0],
-                        fill[1], fill[2], m, int(sizes.max()) // 2 + 1 if m else 0,
-                        self.pool.hist)
+            self._fill(False, fill[0], fill[1], fill[2], m,
+                       int(sizes.max()) // 2 + 1 if m else 0)
         gain, c_feat, c_bin, c_dl, lsum, sums, c_bits = self._scan(plan[0], plan[1], plan[2],
                                                                    masks)
         with stage("host wait"):
@@ -191,6 +205,13 @@ class TreeBuilder:
                                   np.asarray(new_slot, np.int64), child_slot, gain, c_feat,
                                   c_bin, c_dl, lsum, sums, c_bits, expand, free)
         return expand[:n_e].tolist(), free[:n_f].tolist()
+
+    def _fill(self, identity, p_start, p_stop, p_slot, m, max_rows):
+        """The histograms of ``m`` parts (device ranges and slots), ``histogram.build``."""
+        totals = cuda.device_array((max(m, 1), self.pool.channels), np.int64)
+        _hist.build(self.X, self.d_feat_off, self.d_default_bin, self.d_tiles, self.d_gh,
+                    self.d_idx, identity, p_start, p_stop, p_slot, m, max_rows,
+                    self.pool.hist, totals)
 
     def _partition(self, n_chunks, c_node, c_start, c_stop, m, ptr, d_starts, d_feat, d_bin,
                    d_dl, d_miss, d_bits, nleft):
