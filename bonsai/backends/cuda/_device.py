@@ -19,11 +19,11 @@ from numba import cuda
 
 SIM = bool(numba.config.ENABLE_CUDASIM)
 
-THREADS = 32 if SIM else 256
+THREADS = 16 if SIM else 256
 CHUNK = THREADS
 #: blocks a grid-stride row kernel is launched with at most (the simulator runs every
 #: block serially in Python)
-MAX_BLOCKS = 2 if SIM else 8192
+MAX_BLOCKS = 1 if SIM else 8192
 
 if SIM:
     @cuda.jit(device=True)

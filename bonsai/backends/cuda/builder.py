@@ -119,6 +119,7 @@ class TreeBuilder:
         self._level = None           # (slots, host copy of their histograms)
         self.resident = None         # the fit's DeviceScores, if the objective runs here
         self.idx_on_device = False   # the tree's sample was written on the device
+        self.d_c_left = cuda.to_device(np.zeros(self.n_rows // CHUNK + 64, np.int64))
 
     def start_tree(self, scales, idx):
         """The next tree's scales and sample ``idx`` (host); its cells and indices go to
@@ -221,7 +222,9 @@ class TreeBuilder:
         if n_chunks:
             chunks = cuda.to_device(np.stack([c_node, c_start, c_stop]))
             d_cn, d_cs, d_ce = chunks[0], chunks[1], chunks[2]
-            c_left = cuda.device_array(n_chunks, np.int64)
+            if self.d_c_left.shape[0] < n_chunks:    # zero; chunk_offsets keeps it so
+                self.d_c_left = cuda.to_device(np.zeros(2 * n_chunks, np.int64))
+            c_left = self.d_c_left
             c_pos = cuda.device_array((2, n_chunks), np.int64)
             grid = blocks_for(n_chunks, 1)
             _part.count_left[grid, CHUNK](self.X, self.d_idx, d_cn, d_cs, d_ce, d_feat, d_bin,

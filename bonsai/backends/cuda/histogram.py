@@ -42,8 +42,8 @@ MAX_GRID_Y = 65535
 SMALL_ROWS = 16 if SIM else 512
 #: cells of one shared-memory tile: exact cells 2 x int64 (16 B), packed 2 x int32 (8 B)
 #: in 48 KB; the simulator's tiles are small so that a test's features span several
-TILE_EXACT = 24 if SIM else 3072
-TILE_PACKED = 24 if SIM else 6144
+TILE_EXACT = 48 if SIM else 3072
+TILE_PACKED = 48 if SIM else 6144
 #: rows one tile block takes before striding (the grid's x dimension is sized by it)
 TILE_ROWS = 64 if SIM else 4096
 

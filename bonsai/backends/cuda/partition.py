@@ -8,11 +8,11 @@ the same).  It is a count / scan / scatter over chunks of ``CHUNK`` rows, one bl
 per chunk (the chunk table is built on the host from the node ranges, which the host
 knows):
 
-1. ``count_left``: each chunk's rows sent left (a shared-memory count);
+1. ``count_left``: each chunk's rows sent left (one atomic add per left row);
 2. ``chunk_offsets``: one thread per node turns its chunks' counts into where each
    chunk's left and right rows go, and the node's left count;
-3. ``scatter``: each block ranks its rows by a block-wide prefix scan of the
-   go-left flags and writes them to ``tmp`` at those places;
+3. ``scatter``: each block ranks its rows by a prefix scan of the go-left flags
+   and writes them to ``tmp`` at those places;
 4. ``copy_back``: ``idx[range] = tmp[range]`` over the chunks.
 
 Then ``plan_children`` (one thread: ``m`` parents) decides, like the CPU's
@@ -38,24 +38,17 @@ def _goes_left(b, tb, mb, dl, bits, nd):
 @cuda.jit(cache=True)
 def count_left(X, idx, c_node, c_start, c_stop, feature, bin_, default_left, missing_bin,
                bits, c_left):
-    """``c_left[c]``: rows of chunk ``c`` (``idx[c_start[c]:c_stop[c]]``, node
-    ``c_node[c]``) that go left."""
-    cnt = cuda.shared.array(1, np.int32)
+    """``c_left[c] +=`` the rows of chunk ``c`` (``idx[c_start[c]:c_stop[c]]``, node
+    ``c_node[c]``) that go left (``c_left`` zero on entry: ``chunk_offsets`` zeroes
+    what it has read, so the buffer lives for the whole fit); one row per thread."""
     c = cuda.blockIdx.x
     while c < c_node.shape[0]:
-        if cuda.threadIdx.x == 0:
-            cnt[0] = 0
-        cuda.syncthreads()
         i = c_start[c] + cuda.threadIdx.x
         if i < c_stop[c]:
             nd = c_node[c]
             b = np.int64(X[np.int64(idx[i]), feature[nd]])
             if _goes_left(b, bin_[nd], missing_bin[nd], default_left[nd], bits, nd):
-                cuda.atomic.add(cnt, 0, 1)
-        cuda.syncthreads()
-        if cuda.threadIdx.x == 0:
-            c_left[c] = cnt[0]
-        cuda.syncthreads()
+                cuda.atomic.add(c_left, c, 1)
         c += cuda.gridDim.x
 
 
@@ -63,7 +56,7 @@ def count_left(X, idx, c_node, c_start, c_stop, feature, bin_, default_left, mis
 def chunk_offsets(node_chunk_ptr, c_start, c_stop, c_left, starts, c_lpos, c_rpos, nleft):
     """Per node (one thread each): where each of its chunks' left and right rows go
     (left rows from the node's start, right rows after every left row), and its left
-    count ``nleft``."""
+    count ``nleft``; its chunks' counts are zeroed for the next level."""
     nd = cuda.grid(1)
     if nd >= starts.shape[0]:
         return
@@ -77,6 +70,7 @@ def chunk_offsets(node_chunk_ptr, c_start, c_stop, c_left, starts, c_lpos, c_rpo
         c_rpos[c] = rp
         lp += c_left[c]
         rp += (c_stop[c] - c_start[c]) - c_left[c]
+        c_left[c] = 0
     nleft[nd] = total
 
 
@@ -84,33 +78,33 @@ def chunk_offsets(node_chunk_ptr, c_start, c_stop, c_left, starts, c_lpos, c_rpo
 def scatter(X, idx, tmp, c_node, c_start, c_stop, feature, bin_, default_left, missing_bin,
             bits, c_lpos, c_rpos):
     """Each chunk's rows into ``tmp``: left rows at ``c_lpos[c]`` on, right rows at
-    ``c_rpos[c]`` on, each in their order (a Hillis-Steele scan of the flags)."""
-    buf = cuda.shared.array((2, CHUNK), np.int32)
+    ``c_rpos[c]`` on, each in their order.  The ranks come from an exclusive scan of
+    the go-left flags by the block's first thread (``CHUNK`` additions: a serial scan
+    needs two barriers where a parallel one needs two per step, and it is a sliver of
+    the rows' loads)."""
+    flags = cuda.shared.array(CHUNK, np.int32)
+    ranks = cuda.shared.array(CHUNK, np.int32)
     t = cuda.threadIdx.x
     c = cuda.blockIdx.x
     while c < c_node.shape[0]:
         i = c_start[c] + t
-        flag = np.int32(0)
         r = np.uint32(0)
+        flag = np.int32(0)
         if i < c_stop[c]:
             nd = c_node[c]
             r = idx[i]
             b = np.int64(X[np.int64(r), feature[nd]])
             flag = _goes_left(b, bin_[nd], missing_bin[nd], default_left[nd], bits, nd)
-        buf[0, t] = flag
+        flags[t] = flag
         cuda.syncthreads()
-        src = 0
-        step = 1
-        while step < CHUNK:         # inclusive scan, ping-ponging between the rows
-            v = buf[src, t]
-            if t >= step:
-                v += buf[src, t - step]
-            buf[1 - src, t] = v
-            cuda.syncthreads()
-            src = 1 - src
-            step *= 2
+        if t == 0:
+            acc = np.int32(0)
+            for q in range(CHUNK):
+                ranks[q] = acc
+                acc += flags[q]
+        cuda.syncthreads()
         if i < c_stop[c]:
-            left_before = buf[src, t] - flag          # exclusive rank among the left
+            left_before = ranks[t]                    # exclusive rank among the left
             if flag != 0:
                 tmp[c_lpos[c] + left_before] = r
             else:
