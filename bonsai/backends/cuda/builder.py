@@ -30,7 +30,7 @@ from ...nodes import BIN, COUNT, DEFAULT_LEFT, FEATURE, SLOT, START, STOP
 from ..cpu import binning as _cpu_binning
 from ..cpu import split_cat as _cpu_split_cat
 from ..cpu import split_level as _cpu_split_level
-from ..cpu.children import batch_columns, local_child_rows, write_children
+from ..cpu.children import batch_columns, write_children
 from . import histogram as _hist
 from . import partition as _part
 from . import split as _split
@@ -175,15 +175,23 @@ class TreeBuilder:
             t, t_bits, batch, self.feature_missing_bin)
         c_node, c_start, c_stop, ptr = _part.chunk_table(starts, stops)
         n_chunks = c_node.shape[0]
-        ints = cuda.to_device(np.stack([starts, stops, feature, bin_, f_missing, parent_slot,
-                                        np.asarray(new_slot, np.int64)]))
-        d_starts, d_stops, d_feat, d_bin, d_miss, d_pslot, d_new = (ints[i] for i in range(7))
-        d_dl = cuda.to_device(dl)
+        # one upload of the level's integer fields: 8 rows of m, the chunk pointers,
+        # the chunk table (3 rows of n_chunks); the bitsets and the masks are two more
+        packed = np.concatenate([starts, stops, feature, bin_, f_missing, parent_slot,
+                                 np.asarray(new_slot, np.int64), dl.astype(np.int64), ptr,
+                                 c_node, c_start, c_stop])
+        d = cuda.to_device(packed)
+        (d_starts, d_stops, d_feat, d_bin, d_miss, d_pslot, d_new,
+         d_dl) = (d[i * m:(i + 1) * m] for i in range(8))
+        o = 8 * m
+        d_ptr = d[o:o + m + 1]
+        o += m + 1
+        d_chunks = [d[o + i * n_chunks:o + (i + 1) * n_chunks] for i in range(3)]
         d_bits = cuda.to_device(p_bits)
         nleft = cuda.device_array(m, np.int64)
         with stage("partition"):
-            self._partition(n_chunks, c_node, c_start, c_stop, m, ptr, d_starts, d_feat, d_bin,
-                            d_dl, d_miss, d_bits, nleft)
+            self._partition(n_chunks, d_chunks, m, d_ptr, d_starts, d_feat, d_bin, d_dl,
+                            d_miss, d_bits, nleft)
         plan = cuda.device_array((3, 2 * m), np.int64)     # child rows, slot, sub
         fill = cuda.device_array((3, m), np.int64)         # the smaller children's parts
         _part.plan_children[1, 1](d_starts, d_stops, nleft, d_pslot, d_new, int(child_ok),
@@ -196,9 +204,9 @@ class TreeBuilder:
         gain, c_feat, c_bin, c_dl, lsum, sums, c_bits = self._scan(plan[0], plan[1], plan[2],
                                                                    masks)
         with stage("host wait"):
-            h_nleft = nleft.copy_to_host()
-            child_slot = plan[1].copy_to_host()
-        child_rows = local_child_rows(starts, stops, h_nleft)
+            h_plan = plan.copy_to_host()
+        child_rows, child_slot = h_plan[0], h_plan[1]
+        h_nleft = np.ascontiguousarray(child_rows[0::2])
         expand = np.empty(2 * m, np.int64)
         free = np.empty(2 * m, np.int64)
         n_e, n_f = write_children(t, nodes.gain, nodes.sums, nodes.left_sums, t_bits, batch,
@@ -214,28 +222,27 @@ class TreeBuilder:
                     self.d_idx, identity, p_start, p_stop, p_slot, m, max_rows,
                     self.pool.hist, totals)
 
-    def _partition(self, n_chunks, c_node, c_start, c_stop, m, ptr, d_starts, d_feat, d_bin,
-                   d_dl, d_miss, d_bits, nleft):
+    def _partition(self, n_chunks, d_chunks, m, d_ptr, d_starts, d_feat, d_bin, d_dl,
+                   d_miss, d_bits, nleft):
         """The stable partition of the split nodes' ranges of ``d_idx``, their left
-        counts into ``nleft`` (``partition``'s four kernels)."""
-        d_ptr = cuda.to_device(ptr)
-        if n_chunks:
-            chunks = cuda.to_device(np.stack([c_node, c_start, c_stop]))
-            d_cn, d_cs, d_ce = chunks[0], chunks[1], chunks[2]
-            if self.d_c_left.shape[0] < n_chunks:    # zero; chunk_offsets keeps it so
-                self.d_c_left = cuda.to_device(np.zeros(2 * n_chunks, np.int64))
-            c_left = self.d_c_left
-            c_pos = cuda.device_array((2, n_chunks), np.int64)
-            grid = blocks_for(n_chunks, 1)
-            _part.count_left[grid, CHUNK](self.X, self.d_idx, d_cn, d_cs, d_ce, d_feat, d_bin,
-                                          d_dl, d_miss, d_bits, c_left)
-            _part.chunk_offsets[blocks_for(m), THREADS](d_ptr, d_cs, d_ce, c_left, d_starts,
-                                                        c_pos[0], c_pos[1], nleft)
-            _part.scatter[grid, CHUNK](self.X, self.d_idx, self.d_tmp, d_cn, d_cs, d_ce, d_feat,
-                                       d_bin, d_dl, d_miss, d_bits, c_pos[0], c_pos[1])
-            _part.copy_back[grid, CHUNK](self.d_idx, self.d_tmp, d_cs, d_ce)
-        else:
+        counts into ``nleft`` (``partition``'s four kernels over the device chunk table
+        ``d_chunks`` = (node, start, stop))."""
+        if not n_chunks:
             nleft.copy_to_device(np.zeros(m, np.int64))
+            return
+        d_cn, d_cs, d_ce = d_chunks
+        if self.d_c_left.shape[0] < n_chunks:    # zero; chunk_offsets keeps it so
+            self.d_c_left = cuda.to_device(np.zeros(2 * n_chunks, np.int64))
+        c_left = self.d_c_left
+        c_pos = cuda.device_array((2, n_chunks), np.int64)
+        grid = blocks_for(n_chunks, 1)
+        _part.count_left[grid, CHUNK](self.X, self.d_idx, d_cn, d_cs, d_ce, d_feat, d_bin,
+                                      d_dl, d_miss, d_bits, c_left)
+        _part.chunk_offsets[blocks_for(m), THREADS](d_ptr, d_cs, d_ce, c_left, d_starts,
+                                                    c_pos[0], c_pos[1], nleft)
+        _part.scatter[grid, CHUNK](self.X, self.d_idx, self.d_tmp, d_cn, d_cs, d_ce, d_feat,
+                                   d_bin, d_dl, d_miss, d_bits, c_pos[0], c_pos[1])
+        _part.copy_back[grid, CHUNK](self.d_idx, self.d_tmp, d_cs, d_ce)
 
     def _scan(self, child_rows, child_slot, sub, masks):
         """Subtraction, node sums, feature scan and pick of children ``child_slot``
@@ -246,11 +253,21 @@ class TreeBuilder:
         words = self.cat_words
         n_cells = hist.shape[1] * hist.shape[2]
         with stage("split"):
-            return self._scan_kernels(hist, m2, n_features, words, n_cells, child_rows,
-                                      child_slot, sub, masks)
+            gain, out_i, bits = self._scan_kernels(hist, m2, n_features, words, n_cells,
+                                                   child_rows, child_slot, sub, masks)
+        with stage("host wait"):
+            h = out_i.copy_to_host()
+            h_gain = gain.copy_to_host()
+            h_bits = bits.copy_to_host()
+        lo, so = _split.PICK_LSUM, _split.PICK_SUMS
+        return (h_gain, np.ascontiguousarray(h[:, _split.PICK_FEATURE]),
+                np.ascontiguousarray(h[:, _split.PICK_BIN]),
+                h[:, _split.PICK_DL].astype(np.uint8), np.ascontiguousarray(h[:, lo:lo + 3]),
+                np.ascontiguousarray(h[:, so:so + 3]), h_bits)
 
     def _scan_kernels(self, hist, m2, n_features, words, n_cells, child_rows, child_slot, sub,
                       masks):
+        """The scan's five launches; returns the device (gain, ``pick_best``'s ints, bits)."""
         _split.subtract[(blocks_for(n_cells), min(m2, _MAX_Y)), THREADS](hist, child_slot, sub)
         tot = cuda.device_array((m2, 3), np.int64)
         cf = cuda.device_array(m2, np.float64)
@@ -267,17 +284,12 @@ class TreeBuilder:
             hist, child_slot, self.d_feat_off, self.d_n_value_bins, d_masks, self.d_is_cat,
             self.d_P, tot, cf, parent, f_gain, f_bin, f_dl, f_lsum, f_bits)
         gain = cuda.device_array(m2, np.float64)
-        ints = cuda.device_array((2, m2), np.int64)
-        dl = cuda.device_array(m2, np.uint8)
-        sums = cuda.device_array((2, m2, 3), np.int64)
+        out_i = cuda.device_array((m2, _split.N_PICK), np.int64)
         bits = cuda.device_array((m2, words), np.uint64)
         _split.pick_best[blocks_for(m2), THREADS](child_slot, self.d_is_cat, self.d_P, f_gain,
                                                   f_bin, f_dl, f_lsum, f_bits, tot, gain,
-                                                  ints[0], ints[1], dl, sums[0], sums[1], bits)
-        h_ints = ints.copy_to_host()
-        h_sums = sums.copy_to_host()
-        return (gain.copy_to_host(), h_ints[0], h_ints[1], dl.copy_to_host(), h_sums[0],
-                h_sums[1], bits.copy_to_host())
+                                                  out_i, bits)
+        return gain, out_i, bits
 
     # ---- oblivious levels ------------------------------------------------------------
     def _host_hist(self, slots):

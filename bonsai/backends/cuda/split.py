@@ -341,21 +341,28 @@ def scan_features(hist, child_slot, feat_off, n_value_bins, masks, is_cat, P, to
         j += step
 
 
+#: columns of ``pick_best``'s integer output: feature, bin, default_left, the left sums
+#: (3), the node sums (3)
+PICK_FEATURE, PICK_BIN, PICK_DL, PICK_LSUM, PICK_SUMS, N_PICK = 0, 1, 2, 3, 6, 9
+
+
 @cuda.jit(cache=True)
 def pick_best(child_slot, is_cat, P, f_gain, f_bin, f_dl, f_lsum, f_bits, tot, out_gain,
-              out_feature, out_bin, out_dl, out_lsum, out_sums, out_bits):
+              out_i, out_bits):
     """Per child: the first maximum over its numeric features, then its categorical
     ones (strictly greater wins), as ``split._best_split``; children without a slot
-    get gain -inf, feature -1 (their sums come from the parent's split)."""
+    get gain -inf, feature -1 (their sums come from the parent's split).  The integer
+    results go in one row of ``out_i (m2, N_PICK)`` (the ``PICK_*`` columns), so the
+    host fetches a level's splits in three copies (gain, ints, bits)."""
     c = cuda.grid(1)
     if c >= child_slot.shape[0]:
         return
     for w in range(out_bits.shape[1]):
         out_bits[c, w] = 0
     out_gain[c] = NEG_INF
-    out_feature[c] = -1
-    out_bin[c] = -1
-    out_dl[c] = 0
+    out_i[c, PICK_FEATURE] = -1
+    out_i[c, PICK_BIN] = -1
+    out_i[c, PICK_DL] = 0
     if child_slot[c] < 0:
         return
     n_features = is_cat.shape[0]
@@ -370,14 +377,14 @@ def pick_best(child_slot, is_cat, P, f_gain, f_bin, f_dl, f_lsum, f_bits, tot, o
             best = f_gain[c, f]
             bf = f
     for q in range(3):
-        out_sums[c, q] = tot[c, q]
-        out_lsum[c, q] = 0
+        out_i[c, PICK_SUMS + q] = tot[c, q]
+        out_i[c, PICK_LSUM + q] = 0
     if bf >= 0:
-        out_feature[c] = bf
-        out_bin[c] = f_bin[c, bf]
-        out_dl[c] = f_dl[c, bf]
+        out_i[c, PICK_FEATURE] = bf
+        out_i[c, PICK_BIN] = f_bin[c, bf]
+        out_i[c, PICK_DL] = f_dl[c, bf]
         for q in range(3):
-            out_lsum[c, q] = f_lsum[c, bf, q]
+            out_i[c, PICK_LSUM + q] = f_lsum[c, bf, q]
         if is_cat[bf] != 0:
             for w in range(out_bits.shape[1]):
                 out_bits[c, w] = f_bits[c, bf, w]
