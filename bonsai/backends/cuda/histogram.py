@@ -44,6 +44,10 @@ SMALL_ROWS = 16 if SIM else 512
 #: in 48 KB; the simulator's tiles are small so that a test's features span several
 TILE_EXACT = 48 if SIM else 3072
 TILE_PACKED = 48 if SIM else 6144
+#: the tiles' shared-array shapes, as module constants (numba-cuda types a shape only
+#: from a literal or a module-level constant, not from a tuple built in the kernel)
+TILE_EXACT_SHAPE = (TILE_EXACT, 2)
+TILE_PACKED_SHAPE = (2, TILE_PACKED)
 #: rows one tile block takes before striding (the grid's x dimension is sized by it)
 TILE_ROWS = 64 if SIM else 4096
 
@@ -135,7 +139,7 @@ def fill_tiles_exact(X, feat_off, default_bin, gh, idx, identity, p_start, p_sto
     its rows of part z into the shared cells of feature tile y, then the tile into
     ``hist``; tile 0's blocks also sum the rows into ``totals`` (arguments as
     ``fill_direct``; ``tile_f0``, ``tile_f1`` the tiles' feature ranges)."""
-    tile = cuda.shared.array((TILE_EXACT, 2), np.int64)
+    tile = cuda.shared.array(TILE_EXACT_SHAPE, np.int64)
     t = cuda.threadIdx.x
     f0 = tile_f0[cuda.blockIdx.y]
     f1 = tile_f1[cuda.blockIdx.y]
@@ -188,7 +192,7 @@ def fill_tiles_packed(X, feat_off, default_bin, gh, idx, identity, p_start, p_st
     """``fill_tiles_exact`` for packed quantized (n, 1) cells ``g * 2**32 + h``: the
     grad and hess levels in two int32 planes (native shared atomics), added into the
     slot packed again."""
-    tile = cuda.shared.array((2, TILE_PACKED), np.int32)
+    tile = cuda.shared.array(TILE_PACKED_SHAPE, np.int32)
     t = cuda.threadIdx.x
     low = np.int64(0xFFFFFFFF)
     f0 = tile_f0[cuda.blockIdx.y]
