@@ -218,7 +218,6 @@ def sec_data(cap, run, ctx):
 def sec_root_hist(cap, run, ctx):
     from numba import cuda
 
-    from bonsai.backends.cuda import histogram as hist_kernels
     cu, b, n = ctx["cu"], ctx["grower"].builder, ctx["n"]
     idx = b.idx_buf[:n]
     cu.fill_range(idx)
@@ -229,8 +228,7 @@ def sec_root_hist(cap, run, ctx):
     def once():                                  # as TreeBuilder.evaluate_root calls it
         sync()
         t = time.perf_counter()
-        hist_kernels.build(b.X, b.d_feat_off, b.d_gh, b.d_idx, True, d[0], d[1], d[2], 1, n,
-                           b.pool.hist)
+        b.fill_histograms(True, d[0], d[1], d[2], 1, n)
         sync()
         return time.perf_counter() - t, None
 

@@ -155,7 +155,7 @@ class TreeBuilder:
         start, stop, slot = int(t[0, START]), int(t[0, STOP]), int(t[0, SLOT])
         d = cuda.to_device(np.array([[start], [stop], [slot]], np.int64))
         with stage("histogram"):
-            self._fill(self.idx.shape[0] == self.n_rows, d[0], d[1], d[2], 1, stop - start)
+            self.fill_histograms(self.idx.shape[0] == self.n_rows, d[0], d[1], d[2], 1, stop - start)
         plan = cuda.to_device(np.array([[t[0, COUNT], 0], [slot, -1], [-1, -1]], np.int64))
         two = np.zeros((2, masks.shape[1]), np.uint8)
         two[0] = masks[0]
@@ -199,7 +199,7 @@ class TreeBuilder:
                                   fill[1], fill[2])
         sizes = stops - starts
         with stage("histogram"):
-            self._fill(False, fill[0], fill[1], fill[2], m,
+            self.fill_histograms(False, fill[0], fill[1], fill[2], m,
                        int(sizes.max()) // 2 + 1 if m else 0)
         gain, c_feat, c_bin, c_dl, lsum, sums, c_bits = self._scan(plan[0], plan[1], plan[2],
                                                                    masks)
@@ -215,7 +215,7 @@ class TreeBuilder:
                                   c_bin, c_dl, lsum, sums, c_bits, expand, free)
         return expand[:n_e].tolist(), free[:n_f].tolist()
 
-    def _fill(self, identity, p_start, p_stop, p_slot, m, max_rows):
+    def fill_histograms(self, identity, p_start, p_stop, p_slot, m, max_rows):
         """The histograms of ``m`` parts (device ranges and slots), ``histogram.build``."""
         totals = cuda.device_array((max(m, 1), self.pool.channels), np.int64)
         _hist.build(self.X, self.d_feat_off, self.d_default_bin, self.d_tiles, self.d_gh,
