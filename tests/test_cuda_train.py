@@ -244,3 +244,26 @@ def test_without_a_gpu_device_cuda_names_the_fix(child_env, tmp_path):
     assert "pip install 'bonsai-gbt[cuda]'" in r.stdout
     rows = [line for line in r.stdout.splitlines() if line.startswith("  ")]
     assert len(rows) == 3 and all("predict-only here" in line for line in rows), r.stdout
+
+
+def test_estimator_with_weights_early_stopping_and_continued_training():
+    """The resident scores start from the init model's margins and take the weights;
+    the estimator's eval set and early stopping read the host margins of the valid
+    set: all as on the CPU."""
+    from bonsai import BonsaiClassifier
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(N, 4))
+    X[rng.random((N, 4)) < 0.1] = np.nan
+    y = (np.nan_to_num(X[:, 0]) + rng.normal(size=N) * 0.5 > 0).astype(int)
+    w = rng.uniform(0.5, 2, N)
+    got = {}
+    for dev in ("cpu", "cuda"):
+        clf = BonsaiClassifier(device=dev, n_estimators=6, max_depth=2, max_bin=15,
+                               early_stopping_rounds=2, learning_rate=0.5)
+        clf.fit(X[:110], y[:110], sample_weight=w[:110], eval_set=[(X[110:], y[110:])])
+        more = bonsai.train(dict(objective="binary", max_depth=2, n_estimators=2, max_bin=15,
+                                 device=dev),
+                            bonsai.Dataset(X, label=y.astype(float), max_bin=15),
+                            init_model=clf.booster_)
+        got[dev] = (_text(clf.booster_), clf.booster_.best_iteration, _text(more))
+    assert got["cuda"] == got["cpu"]
