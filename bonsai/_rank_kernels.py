@@ -1,0 +1,222 @@
+"""Compiled kernels of learning to rank: per-query gradients of ``lambdarank``,
+``rank_pairwise`` and ``rank_xendcg``, and the per-query ``ndcg@k`` / ``map@k``.
+
+Every kernel runs a ``prange`` over queries; each query is computed serially in a fixed
+order (its documents sorted by score with a stable sort, ties kept in row order) and
+writes only its own rows, so the results are the same bits at any thread count.
+``ptr`` is the int64 ``(Q + 1,)`` query boundaries (``bonsai._groups``), ``lab`` the
+int64 relevance labels, ``s`` the float64 scores; gradients and hessians are written
+as float32 into ``g`` / ``h`` (``(n,)`` views of the boosting loop's ``(K, n)``
+arrays).  Semantics (see ``bonsai.rank_objectives``): LightGBM's lambdarank and
+XE-NDCG-MART, and the RankNet pairwise logistic loss.
+"""
+import math
+
+import numpy as np
+from numba import njit, prange
+
+_XE_EPS = 1e-15
+
+
+@njit(cache=True, nogil=True)
+def _desc_order(s, a, b):  # pragma: no cover - compiled
+    """Rows a..b-1 sorted by score, highest first (stable: ties in row order)."""
+    neg = np.empty(b - a)
+    for i in range(b - a):
+        neg[i] = -s[a + i]
+    return np.argsort(neg, kind="mergesort")
+
+
+@njit(cache=True, nogil=True)
+def max_dcg(lab, a, b, k, gain, disc):  # pragma: no cover - compiled
+    """DCG at ``k`` of rows a..b-1 in their ideal order (labels highest first)."""
+    ls = np.sort(lab[a:b])[::-1]
+    m = min(k, b - a)
+    out = 0.0
+    for r in range(m):
+        out += gain[ls[r]] * disc[r]
+    return out
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def inverse_max_dcgs(ptr, lab, k, gain, disc):  # pragma: no cover - compiled
+    """float64 (Q,): 1 / (max DCG at k) per query, 0 where it is 0."""
+    nq = ptr.shape[0] - 1
+    out = np.zeros(nq)
+    for q in prange(nq):
+        m = max_dcg(lab, ptr[q], ptr[q + 1], k, gain, disc)
+        out[q] = 1.0 / m if m > 0.0 else 0.0
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _write(lam, hes, a, w, has_w, g, h):  # pragma: no cover - compiled
+    for i in range(lam.shape[0]):
+        gi, hi = lam[i], hes[i]
+        if has_w:
+            gi *= w[a + i]
+            hi *= w[a + i]
+        g[a + i] = gi
+        h[a + i] = hi
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def lambdarank_grad(ptr, lab, s, w, has_w, gain, disc, inv_max_dcg, trunc, sigma, norm,
+                    g, h):  # pragma: no cover - compiled
+    nq = ptr.shape[0] - 1
+    for q in prange(nq):
+        a, b = ptr[q], ptr[q + 1]
+        cnt = b - a
+        lam = np.zeros(cnt)
+        hes = np.zeros(cnt)
+        inv = inv_max_dcg[q]
+        if cnt > 1 and inv > 0.0:
+            order = _desc_order(s, a, b)
+            best, worst = s[a + order[0]], s[a + order[cnt - 1]]
+            sum_lam = 0.0
+            for i in range(min(cnt - 1, trunc)):
+                di = order[i]
+                for j in range(i + 1, cnt):
+                    dj = order[j]
+                    li, lj = lab[a + di], lab[a + dj]
+                    if li == lj:
+                        continue
+                    if li > lj:
+                        hi_d, lo_d, hi_r, lo_r, lh, ll = di, dj, i, j, li, lj
+                    else:
+                        hi_d, lo_d, hi_r, lo_r, lh, ll = dj, di, j, i, lj, li
+                    delta = s[a + hi_d] - s[a + lo_d]
+                    dndcg = (gain[lh] - gain[ll]) * abs(disc[hi_r] - disc[lo_r]) * inv
+                    if norm and best != worst:
+                        dndcg /= 0.01 + abs(delta)
+                    p = 1.0 / (1.0 + math.exp(sigma * delta))
+                    pl = -sigma * dndcg * p
+                    ph = sigma * sigma * dndcg * p * (1.0 - p)
+                    lam[lo_d] -= pl
+                    hes[lo_d] += ph
+                    lam[hi_d] += pl
+                    hes[hi_d] += ph
+                    sum_lam -= 2.0 * pl
+            if norm and sum_lam > 0.0:
+                f = math.log2(1.0 + sum_lam) / sum_lam
+                for i in range(cnt):
+                    lam[i] *= f
+                    hes[i] *= f
+        _write(lam, hes, a, w, has_w, g, h)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def pairwise_grad(ptr, lab, s, w, has_w, sigma, g, h):  # pragma: no cover - compiled
+    nq = ptr.shape[0] - 1
+    for q in prange(nq):
+        a, b = ptr[q], ptr[q + 1]
+        cnt = b - a
+        lam = np.zeros(cnt)
+        hes = np.zeros(cnt)
+        for i in range(cnt):
+            for j in range(i + 1, cnt):
+                li, lj = lab[a + i], lab[a + j]
+                if li == lj:
+                    continue
+                hi_d, lo_d = (i, j) if li > lj else (j, i)
+                p = 1.0 / (1.0 + math.exp(sigma * (s[a + hi_d] - s[a + lo_d])))
+                ph = sigma * sigma * p * (1.0 - p)
+                lam[hi_d] -= sigma * p
+                lam[lo_d] += sigma * p
+                hes[hi_d] += ph
+                hes[lo_d] += ph
+        _write(lam, hes, a, w, has_w, g, h)
+
+
+@njit(cache=True, nogil=True)
+def _uniform(seed, row):  # pragma: no cover - compiled
+    """A uniform draw in [0, 1) from a splitmix64 hash of (seed, row)."""
+    z = np.uint64(seed) + np.uint64(row + 1) * np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z = z ^ (z >> np.uint64(31))
+    return float(z >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def xendcg_grad(ptr, lab, s, w, has_w, seed, row0, g, h):  # pragma: no cover - compiled
+    nq = ptr.shape[0] - 1
+    for q in prange(nq):
+        a, b = ptr[q], ptr[q + 1]
+        cnt = b - a
+        lam = np.zeros(cnt)
+        hes = np.zeros(cnt)
+        if cnt > 1:
+            mx = s[a]
+            for i in range(1, cnt):
+                mx = max(mx, s[a + i])
+            rho = np.empty(cnt)
+            tot = 0.0
+            for i in range(cnt):
+                rho[i] = math.exp(s[a + i] - mx)
+                tot += rho[i]
+            phi = np.empty(cnt)
+            sum_phi = 0.0
+            for i in range(cnt):
+                rho[i] /= tot
+                phi[i] = 2.0 ** lab[a + i] - _uniform(seed, row0 + a + i)
+                sum_phi += phi[i]
+            inv = 1.0 / (sum_phi + _XE_EPS)
+            par = np.empty(cnt)
+            s1 = 0.0
+            for i in range(cnt):        # first-order terms
+                t = rho[i] - phi[i] * inv
+                lam[i] = t
+                par[i] = t / max(1.0 - rho[i], _XE_EPS)
+                s1 += par[i]
+            s2 = 0.0
+            for i in range(cnt):        # second-order terms
+                t = rho[i] * (s1 - par[i])
+                lam[i] += t
+                par[i] = t / max(1.0 - rho[i], _XE_EPS)
+                s2 += par[i]
+            for i in range(cnt):        # third-order terms
+                lam[i] += rho[i] * (s2 - par[i])
+                hes[i] = rho[i] * (1.0 - rho[i])
+        _write(lam, hes, a, w, has_w, g, h)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def ndcg_per_query(ptr, lab, s, k, gain, disc, out):  # pragma: no cover - compiled
+    """out[q] = NDCG@k of query q (1 where no document is relevant)."""
+    nq = ptr.shape[0] - 1
+    for q in prange(nq):
+        a, b = ptr[q], ptr[q + 1]
+        m = max_dcg(lab, a, b, k, gain, disc)
+        if m <= 0.0:
+            out[q] = 1.0
+            continue
+        order = _desc_order(s, a, b)
+        dcg = 0.0
+        for r in range(min(k, b - a)):
+            dcg += gain[lab[a + order[r]]] * disc[r]
+        out[q] = dcg / m
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def map_per_query(ptr, lab, s, k, out):  # pragma: no cover - compiled
+    """out[q] = average precision at k of query q (relevant: label > 0; 1 where no
+    document is relevant)."""
+    nq = ptr.shape[0] - 1
+    for q in prange(nq):
+        a, b = ptr[q], ptr[q + 1]
+        n_rel = 0
+        for i in range(a, b):
+            if lab[i] > 0:
+                n_rel += 1
+        if n_rel == 0:
+            out[q] = 1.0
+            continue
+        order = _desc_order(s, a, b)
+        hits = 0
+        acc = 0.0
+        for r in range(min(k, b - a)):
+            if lab[a + order[r]] > 0:
+                hits += 1
+                acc += hits / (r + 1.0)
+        out[q] = acc / min(k, n_rel)
