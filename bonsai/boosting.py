@@ -159,7 +159,7 @@ def train(params, train_set, num_boost_round=None, valid_sets=None, valid_names=
     if not _comm_mod.is_local(comm):
         _check_shards(comm, p, train_set)
     if objective.needs_group or any(m.needs_group for m in metrics):
-        objective = _bind_queries(objective, metrics, train_set, y, comm)
+        objective = _bind_queries(p, objective, metrics, train_set, y, comm)
     booster = _new_booster(p, objective, train_set, y, w, k_out, init_model, comm)
     raw = _initial_raw(booster, train_set, init_model, k_out, n)
     names = list(valid_names or [f"valid_{i}" for i in range(len(valid_sets or []))])
@@ -185,7 +185,7 @@ def train(params, train_set, num_boost_round=None, valid_sets=None, valid_names=
                 return done.value
 
 
-def _bind_queries(objective, metrics, train_set, y, comm):
+def _bind_queries(p, objective, metrics, train_set, y, comm):
     """The ranking objective bound to the train set's queries (``objective.bind``);
     ranking needs them, and one data shard (a query's gradients need all of its
     documents, a metric all of a query's rows)."""
@@ -196,6 +196,10 @@ def _bind_queries(objective, metrics, train_set, y, comm):
                          "train with bonsai.train on the whole data set")
     if not objective.needs_group:
         return objective
+    if p.cat_encoding == "ordered" and train_set.categories is not None:
+        raise ValueError(f"objective={objective.name!r}: cat_encoding='ordered' (target "
+                         "statistics of a label) does not apply to ranking; use "
+                         "cat_encoding='native'")
     if train_set.group_ptr is None:
         raise ValueError(f"objective={objective.name!r} needs query groups: build the "
                          "train Dataset with group= (query sizes) or qid= (query ids)")
