@@ -60,6 +60,65 @@ def _write(lam, hes, a, w, has_w, g, h):  # pragma: no cover - compiled
         h[a + i] = hi
 
 
+@njit(cache=True, nogil=True)
+def _lambdarank_query(lab, s, a, cnt, gain, disc, inv, trunc, sigma, norm, lam, hes):
+    # pragma: no cover - compiled
+    """One query's lambdas / hessians (by row, into ``lam`` / ``hes``, zeroed)."""
+    order = _desc_order(s, a, a + cnt)
+    # the query in rank order: scores, labels, gains, e = exp(sigma * (score - best))
+    ss = np.empty(cnt)
+    ls = np.empty(cnt, np.int64)
+    gs = np.empty(cnt)
+    es = np.empty(cnt)
+    for r in range(cnt):
+        d = a + order[r]
+        ss[r] = s[d]
+        ls[r] = lab[d]
+        gs[r] = gain[lab[d]]
+    best, worst = ss[0], ss[cnt - 1]
+    for r in range(cnt):
+        es[r] = math.exp(sigma * (ss[r] - best))
+    lr = np.zeros(cnt)
+    hr = np.zeros(cnt)
+    sum_lam = 0.0
+    scale = norm and best != worst
+    for i in range(min(cnt - 1, trunc)):
+        li, si, ei, gi, di = ls[i], ss[i], es[i], gs[i], disc[i]
+        acc_l = 0.0
+        acc_h = 0.0
+        for j in range(i + 1, cnt):
+            lj = ls[j]
+            # sgn = +1: i is the pair's more relevant document, -1: j is, 0: equal
+            # labels (the pair adds nothing: its gain difference is zero)
+            sgn = 1.0 if li > lj else (-1.0 if li < lj else 0.0)
+            base = sgn * (gi - gs[j]) * abs(di - disc[j]) * inv   # the pair's |delta NDCG|
+            nrm = 0.01 + abs(si - ss[j]) if scale else 1.0
+            den = ei + es[j]
+            if den > 1e-150:
+                # p = 1 / (1 + exp(sigma * (s_high - s_low))) = e_low / den and
+                # 1 - p = e_high / den: one division gives dndcg * p and the hessian
+                e_lo = es[j] if li > lj else ei
+                q = 1.0 / (nrm * den * den)
+                dp = base * e_lo * den * q
+                ph = sigma * sigma * base * e_lo * (den - e_lo) * q
+            else:             # both documents far below the best: exp() directly
+                p = 1.0 / (1.0 + math.exp(sigma * sgn * (si - ss[j])))
+                dp = base / nrm * p
+                ph = sigma * sigma * dp * (1.0 - p)
+            pl = -sigma * dp
+            acc_l += sgn * pl
+            acc_h += ph
+            lr[j] -= sgn * pl
+            hr[j] += ph
+            sum_lam -= 2.0 * pl
+        lr[i] += acc_l
+        hr[i] += acc_h
+    f = math.log2(1.0 + sum_lam) / sum_lam if norm and sum_lam > 0.0 else 1.0
+    for r in range(cnt):
+        lam[order[r]] = lr[r] * f
+        hes[order[r]] = hr[r] * f
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def lambdarank_grad(ptr, lab, s, w, has_w, gain, disc, inv_max_dcg, trunc, sigma, norm,
                     g, h):  # pragma: no cover - compiled
@@ -69,39 +128,9 @@ def lambdarank_grad(ptr, lab, s, w, has_w, gain, disc, inv_max_dcg, trunc, sigma
         cnt = b - a
         lam = np.zeros(cnt)
         hes = np.zeros(cnt)
-        inv = inv_max_dcg[q]
-        if cnt > 1 and inv > 0.0:
-            order = _desc_order(s, a, b)
-            best, worst = s[a + order[0]], s[a + order[cnt - 1]]
-            sum_lam = 0.0
-            for i in range(min(cnt - 1, trunc)):
-                di = order[i]
-                for j in range(i + 1, cnt):
-                    dj = order[j]
-                    li, lj = lab[a + di], lab[a + dj]
-                    if li == lj:
-                        continue
-                    if li > lj:
-                        hi_d, lo_d, hi_r, lo_r, lh, ll = di, dj, i, j, li, lj
-                    else:
-                        hi_d, lo_d, hi_r, lo_r, lh, ll = dj, di, j, i, lj, li
-                    delta = s[a + hi_d] - s[a + lo_d]
-                    dndcg = (gain[lh] - gain[ll]) * abs(disc[hi_r] - disc[lo_r]) * inv
-                    if norm and best != worst:
-                        dndcg /= 0.01 + abs(delta)
-                    p = 1.0 / (1.0 + math.exp(sigma * delta))
-                    pl = -sigma * dndcg * p
-                    ph = sigma * sigma * dndcg * p * (1.0 - p)
-                    lam[lo_d] -= pl
-                    hes[lo_d] += ph
-                    lam[hi_d] += pl
-                    hes[hi_d] += ph
-                    sum_lam -= 2.0 * pl
-            if norm and sum_lam > 0.0:
-                f = math.log2(1.0 + sum_lam) / sum_lam
-                for i in range(cnt):
-                    lam[i] *= f
-                    hes[i] *= f
+        if cnt > 1 and inv_max_dcg[q] > 0.0:
+            _lambdarank_query(lab, s, a, cnt, gain, disc, inv_max_dcg[q], trunc, sigma,
+                              norm, lam, hes)
         _write(lam, hes, a, w, has_w, g, h)
 
 
