@@ -51,7 +51,8 @@ def _group_arg(ds):
 
 def _metrics(p, objective):
     names = list(p.eval_metric) if p.eval_metric else [objective.default_metric]
-    return [get_metric(m, _objective_params(p)) for m in names if m != "none"]
+    params = dict(_objective_params(p), label_gain=p.label_gain)   # ndcg's gains
+    return [get_metric(m, params) for m in names if m != "none"]
 
 
 class _EvalSet:

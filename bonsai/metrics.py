@@ -28,7 +28,7 @@ import numpy as np
 from .objectives import _float_param  # one reader for float parameters
 from .rank_metrics import RANK_METRICS, parse_rank_metric, rank_metric_fn
 
-__all__ = ["METRICS", "Metric", "get_metric"]
+__all__ = ["METRICS", "RANK_METRICS", "Metric", "get_metric"]
 
 METRICS = (
     "rmse",
@@ -43,7 +43,7 @@ METRICS = (
     "auc",
     "mlogloss",
     "merror",
-) + tuple(f"{m}@k" for m in RANK_METRICS)
+)   # and the ranking metrics: RANK_METRICS ("ndcg", "map"), each also as name@k
 
 _PROB_EPS = 1e-15  # probability clip for log losses
 _MEAN_EPS = 1e-10  # floor for predicted means in the count / positive NLLs
@@ -240,4 +240,5 @@ def get_metric(name, params=None):
     if name == "tweedie":
         rho = _float_param(params, "tweedie_variance_power", 1.5, 1.0, 2.0)
         return Metric(name, _make_tweedie(rho), False)
-    raise ValueError(f"eval_metric must be one of {METRICS}; got eval_metric={name!r}")
+    raise ValueError(f"eval_metric must be one of {METRICS}, or {' / '.join(RANK_METRICS)} "
+                     f"with an optional @k (e.g. 'ndcg@5'); got eval_metric={name!r}")

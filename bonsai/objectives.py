@@ -42,10 +42,10 @@ def _chunks(n):
     return [(a, min(n, a + _CHUNK)) for a in range(0, n, _CHUNK)]
 
 
-__all__ = ["OBJECTIVES", "Objective", "get_objective", "weighted_quantile"]
+__all__ = ["OBJECTIVES", "RANK_OBJECTIVES", "Objective", "get_objective", "weighted_quantile"]
 
 OBJECTIVES = ("squared_error", "absolute_error", "huber", "quantile", "poisson", "gamma",
-              "tweedie", "binary", "multiclass") + RANK_OBJECTIVES
+              "tweedie", "binary", "multiclass")   # pointwise; RANK_OBJECTIVES besides
 
 _ALIASES = {
     "regression": "squared_error", "l2": "squared_error", "mse": "squared_error",
@@ -441,5 +441,5 @@ def get_objective(objective, params=None):
                                  f"objective='multiclass'; got num_class={k!r}")
             k = int(k)
         return _Multiclass(k)
-    raise ValueError(f"objective must be one of {OBJECTIVES} or a callable; "
+    raise ValueError(f"objective must be one of {OBJECTIVES + RANK_OBJECTIVES} or a callable; "
                      f"got objective={objective!r}")
