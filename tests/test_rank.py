@@ -385,6 +385,19 @@ def test_cv_folds_hold_whole_queries():
 
 
 # ------------------------------------------------------------------ estimator
+def test_ranker_constructor_defaults_come_from_the_param_table():
+    from bonsai._params import PARAM_TABLE
+    params = bonsai.BonsaiRanker().get_params()
+    table = {s.name: s.default for s in PARAM_TABLE}
+    for name, value in params.items():
+        if name == "objective":
+            assert value == "lambdarank"
+        elif name not in ("importance_type", "verbose"):
+            assert value == table[name], name
+    assert {"lambdarank_truncation_level", "label_gain", "lambdarank_norm",
+            "sigmoid"} <= set(params)
+
+
 def test_ranker_estimator():
     from sklearn.base import clone
     X, y, sizes = _synthetic(60)
