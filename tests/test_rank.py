@@ -260,6 +260,14 @@ def test_bad_groups_are_refused(kw, match):
         bonsai.Dataset(np.zeros((7, 2)), label=np.zeros(7), **kw)
 
 
+def test_subset_keeps_whole_queries_and_refuses_scattered_ones():
+    ds = bonsai.Dataset(np.arange(14.0).reshape(7, 2), label=np.zeros(7), group=[3, 2, 2])
+    assert list(ds.subset(np.array([3, 4, 5, 6, 0])).group_ptr) == [0, 2, 4, 5]
+    assert list(ds.subset(np.array([1, 2, 5])).group_ptr) == [0, 2, 3]
+    with pytest.raises(ValueError, match="rows of query 0 are not contiguous"):
+        ds.subset(np.array([0, 3, 1]))
+
+
 @pytest.mark.parametrize("y, match", [
     ([0, 1, -1, 2], "integer labels >= 0"),
     ([0, 1, 0.5, 2], "integer labels >= 0"),
@@ -417,6 +425,10 @@ def test_ranker_estimator():
         clone(est).fit(X, y, group=sizes, eval_set=[(X, y)])
     with pytest.raises(ValueError, match="ranking objective"):
         bonsai.BonsaiRanker(objective="binary").fit(X, y, group=sizes)
+    with pytest.raises(ValueError, match="eval_at"):
+        clone(est).fit(X, y, group=sizes, eval_set=[(X, y)], eval_group=[sizes], eval_at=[0])
+    with pytest.raises(ValueError, match="eval_group has 2 entries"):
+        clone(est).fit(X, y, group=sizes, eval_set=[(X, y)], eval_group=[sizes, sizes])
 
 
 # ------------------------------------------------------------------ real data
