@@ -18,13 +18,28 @@ from numba import njit, prange
 _XE_EPS = 1e-15
 
 
+_INSERTION_MAX = 128    # queries up to this size are sorted by insertion
+
+
 @njit(cache=True, nogil=True)
 def _desc_order(s, a, b):  # pragma: no cover - compiled
-    """Rows a..b-1 sorted by score, highest first (stable: ties in row order)."""
-    neg = np.empty(b - a)
-    for i in range(b - a):
-        neg[i] = -s[a + i]
-    return np.argsort(neg, kind="mergesort")
+    """Rows a..b-1 (as offsets from a) sorted by score, highest first, stable (ties in
+    row order): an insertion sort for small queries, a merge sort above."""
+    n = b - a
+    if n > _INSERTION_MAX:
+        neg = np.empty(n)
+        for i in range(n):
+            neg[i] = -s[a + i]
+        return np.argsort(neg, kind="mergesort")
+    order = np.empty(n, np.int64)
+    for i in range(n):
+        v = s[a + i]
+        j = i
+        while j > 0 and s[a + order[j - 1]] < v:    # strictly lower moves: stable
+            order[j] = order[j - 1]
+            j -= 1
+        order[j] = i
+    return order
 
 
 @njit(cache=True, nogil=True)

@@ -163,6 +163,13 @@ def test_pairwise_and_xendcg_gradients_equal_the_references():
     assert g[4] == 0
 
 
+@pytest.mark.parametrize("n", [1, 7, 128, 129, 400])
+def test_rank_order_is_stable_on_both_sort_paths(n):
+    s = np.round(np.random.default_rng(n).standard_normal(n + 3), 1)     # many ties
+    got = rk._desc_order(s, 3, n + 3)
+    assert list(got) == _order(list(s[3:]))
+
+
 def ref_ndcg(y, s, ptr, k, gain=GAIN):
     out = []
     for q in range(len(ptr) - 1):
