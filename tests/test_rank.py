@@ -438,6 +438,35 @@ def test_ranker_estimator():
         clone(est).fit(X, y, group=sizes, eval_set=[(X, y)], eval_group=[sizes, sizes])
 
 
+def test_command_line_trains_with_a_query_id_column(tmp_path, capsys):
+    import json
+
+    from bonsai import cli
+    X, y, sizes = _synthetic(30)
+    qid = np.repeat(np.arange(30) * 3 + 1, sizes)
+    rows = np.column_stack([y, qid, X])
+    cut = int(sizes[:20].sum())
+    header = "rel,qid," + ",".join(f"f{j}" for j in range(X.shape[1]))
+    np.savetxt(tmp_path / "train.csv", rows[:cut], delimiter=",", header=header, comments="")
+    np.savetxt(tmp_path / "test.csv", rows[cut:], delimiter=",", header=header, comments="")
+    (tmp_path / "rank.toml").write_text(
+        '[data]\ntrain = "train.csv"\nvalid = "test.csv"\ntest = "test.csv"\n'
+        'label = "rel"\ngroup = "qid"\n[params]\nobjective = "lambdarank"\n'
+        'n_estimators = 5\nmin_child_samples = 5\neval_metric = ["ndcg@3"]\n'
+        '[output]\nmetrics = "m.json"\nmodel = "m.model"\n')
+    assert cli.main(["train", str(tmp_path / "rank.toml")]) == 0
+    doc = json.loads((tmp_path / "m.json").read_text())
+    Xtr = bonsai.Dataset(X[:cut], label=y[:cut], qid=qid[:cut])
+    b = bonsai.train(dict(objective="lambdarank", n_estimators=5, min_child_samples=5,
+                          eval_metric=["ndcg@3"]), Xtr)
+    assert (tmp_path / "m.model").read_text().count('"trees"') == 1
+    assert bonsai.Booster(model_file=tmp_path / "m.model").trees[0].to_dict() == \
+        b.trees[0].to_dict()
+    assert doc["test"]["ndcg@3"] == pytest.approx(doc["evals"]["valid"]["ndcg@3"][-1])
+    assert cli.main(["cv", str(tmp_path / "rank.toml"), "--set", "cv.nfold=3"]) == 0
+    assert "valid ndcg@3" in capsys.readouterr().out
+
+
 # ------------------------------------------------------------------ real data
 def test_ndcg_on_rank_test_matches_lightgbm(rank_data):
     """LightGBM's lambdarank example (rank.train / rank.test, 201 / 50 queries): bonsai's
