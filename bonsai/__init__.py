@@ -1,7 +1,7 @@
 """bonsai: histogram gradient-boosted decision trees, bit-identical at any thread count.
 
 Public API: ``Dataset``, ``train``, ``cv``, ``Booster``, ``BonsaiRegressor``,
-``BonsaiClassifier``, the callbacks (``ProgressBar`` among them), and ``warmup``.
+``BonsaiClassifier``, ``BonsaiRanker``, the callbacks (``ProgressBar`` among them), and ``warmup``.
 ``python -m bonsai`` (or the ``bonsai`` command) is the command line (``bonsai.cli``).
 """
 from ._version import __version__
@@ -28,11 +28,11 @@ def cuda_available():
 def __getattr__(name):
     # the estimators import scikit-learn (about 0.8 s and 100+ MiB), so they load on
     # first use rather than with ``import bonsai``
-    if name in ("BonsaiClassifier", "BonsaiRegressor"):
+    if name in ("BonsaiClassifier", "BonsaiRanker", "BonsaiRegressor"):
         from . import sklearn as _sk
         return getattr(_sk, name)
     raise AttributeError(f"module 'bonsai' has no attribute {name!r}")
 
-__all__ = ["BonsaiClassifier", "BonsaiRegressor", "Booster", "Dataset", "EarlyStopping",
+__all__ = ["BonsaiClassifier", "BonsaiRanker", "BonsaiRegressor", "Booster", "Dataset", "EarlyStopping",
            "EvaluationMonitor", "ProgressBar", "TrainingCallback", "cuda_available", "cv", "train", "warmup",
            "__version__"]

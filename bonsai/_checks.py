@@ -74,6 +74,22 @@ def _as_feature_seq(v):
     return True, tuple(out)
 
 
+def _as_float_seq(v):
+    if isinstance(v, np.ndarray):
+        if v.ndim != 1:
+            return False, None
+        v = v.tolist()
+    if not isinstance(v, (list, tuple)):
+        return False, None
+    out = []
+    for item in v:
+        ok, x = _as_float(item)
+        if not ok:
+            return False, None
+        out.append(x)
+    return True, tuple(out)
+
+
 _TYPE_TAGS: dict[str, tuple[Callable[[Any], tuple[bool, Any]], str]] = {
     "int": (_as_int, "an int"),
     "float": (_as_float, "a float"),
@@ -83,6 +99,7 @@ _TYPE_TAGS: dict[str, tuple[Callable[[Any], tuple[bool, Any]], str]] = {
     "callable": (_as_callable, "a callable"),
     "str_seq": (_as_str_seq, "a str or a list/tuple of str"),
     "feature_seq": (_as_feature_seq, "a list of int indices / str names"),
+    "float_seq": (_as_float_seq, "a list of floats"),
 }
 
 
@@ -190,6 +207,19 @@ class NonEmptyNames(Check):
         for s in value:
             if not s:
                 self.fail(name, value, " (empty metric name)")
+
+
+class GainList(Check):
+    """Relevance gains (``label_gain``): a non-empty list of finite floats >= 0."""
+
+    allowed = "a non-empty list of finite floats >= 0"
+
+    def __call__(self, name, value):
+        if not value:
+            self.fail(name, value, " (empty)")
+        for x in value:
+            if not (math.isfinite(x) and x >= 0):
+                self.fail(name, value, f" (bad entry {x!r})")
 
 
 class FeatureList(Check):

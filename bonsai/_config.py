@@ -64,7 +64,7 @@ _PATH_KEYS = {("data", "train"), ("data", "valid"), ("data", "test"), ("output",
 SCHEMA = {
     "data": {"train": _STR, "valid": "a string or a list of strings", "test": _STR,
              "label": "a column name or position", "weight": "a column name or position",
-             "group": "a column name or position",
+             "group": "a column name or position (query ids, for ranking)",
              "categorical": "a list of column names or positions", "format": _STR,
              "header": _BOOL},
     "params": None,
@@ -187,9 +187,6 @@ def _check(cfg):
                                   f"{', '.join(keys)}")
             if not _type_ok(section, key, value):
                 raise ConfigError(f"[{section}] {key} must be {keys[key]}, got {value!r}")
-    if "group" in cfg["data"]:
-        raise ConfigError("[data] group: no bonsai objective uses query groups yet "
-                          "(ranking is not implemented); remove the key")
     if "n_threads" in cfg["params"]:
         raise ConfigError("[params] n_threads: set it in [parallel] (n_threads = 0 is auto)")
     try:

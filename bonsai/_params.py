@@ -36,8 +36,8 @@ from typing import Any
 
 import numpy as np
 
-from ._checks import (_TYPE_TAGS, Check, Choices, DeviceCheck, FeatureList, Interval,
-                      NonEmptyNames, _short_repr, _type_desc)
+from ._checks import (_TYPE_TAGS, Check, Choices, DeviceCheck, FeatureList, GainList,
+                      Interval, NonEmptyNames, _short_repr, _type_desc)
 
 __all__ = [
     "OBJECTIVES",
@@ -52,8 +52,12 @@ __all__ = [
 
 OBJECTIVES = (
     "squared_error", "absolute_error", "huber", "quantile", "poisson",
-    "gamma", "tweedie", "binary", "multiclass",
+    "gamma", "tweedie", "binary", "multiclass", "lambdarank", "rank_xendcg", "rank_pairwise",
 )
+RANK_OBJECTIVES = ("lambdarank", "rank_xendcg", "rank_pairwise")
+#: parameters read only by the ranking objectives: recorded in a model (Params.to_dict)
+#: only when its objective is one of them, so other models' files are unchanged
+RANK_PARAMS = ("lambdarank_truncation_level", "label_gain", "lambdarank_norm", "sigmoid")
 GROW_POLICIES = ("depthwise", "leafwise", "oblivious")
 MAX_LEAVES_LIMIT = 131072  # same hard cap as LightGBM's num_leaves
 
@@ -140,6 +144,18 @@ PARAM_TABLE: tuple[ParamSpec, ...] = (
     ParamSpec("huber_delta", ("float",), 1.0, _POS, "Transition point of the Huber loss."),
     ParamSpec("tweedie_variance_power", ("float",), 1.5, Interval(1, 2, False, False),
               "Variance power of the Tweedie loss."),
+    ParamSpec("lambdarank_truncation_level", ("int",), 30, _GE1,
+              "objective='lambdarank': pairs are formed between the top this many "
+              "documents of a query (by the current scores) and every other document."),
+    ParamSpec("label_gain", ("float_seq", "None"), None, GainList(),
+              "Ranking: the gain of each relevance label (label i -> label_gain[i]) in "
+              "NDCG; None -> 2**i - 1 for i < 31."),
+    ParamSpec("lambdarank_norm", ("bool",), True, None,
+              "objective='lambdarank': normalise each query's gradients (LightGBM's "
+              "lambdarank_norm)."),
+    ParamSpec("sigmoid", ("float",), 1.0, _POS,
+              "objective='lambdarank' / 'rank_pairwise': steepness of the pairwise "
+              "logistic loss."),
     ParamSpec("num_class", ("int", "None"), None, _GE1,
               "Number of classes; required by objective='multiclass' in train()."),
     ParamSpec("categorical_features", ("feature_seq", "None"), None, FeatureList(),
@@ -230,6 +246,10 @@ class Params:
     alpha: float
     huber_delta: float
     tweedie_variance_power: float
+    lambdarank_truncation_level: int
+    label_gain: tuple[float, ...] | None
+    lambdarank_norm: bool
+    sigmoid: float
     num_class: int | None
     categorical_features: tuple[int | str, ...] | None
     max_cat_to_onehot: int
@@ -253,13 +273,16 @@ class Params:
 
         Excludes ``n_threads`` (a property of the machine, not the model).
         Tuples become lists so the dict round-trips through JSON unchanged.
+        The ranking parameters (``RANK_PARAMS``) are left out unless the objective
+        is a ranking one.
         A callable ``objective`` is returned as is; serialisers must replace
         it. ``validate_params(p.to_dict())`` reproduces ``p`` (up to
         ``n_threads``).
         """
         out = {}
+        ranking = isinstance(self.objective, str) and self.objective in RANK_OBJECTIVES
         for name in PARAM_NAMES:
-            if name == "n_threads":
+            if name == "n_threads" or (name in RANK_PARAMS and not ranking):
                 continue
             v = getattr(self, name)
             out[name] = list(v) if isinstance(v, tuple) else v

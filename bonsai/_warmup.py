@@ -56,10 +56,16 @@ def _fits(rng):
     train({"objective": "multiclass", "num_class": 3, "n_estimators": 2}, ds).predict(X)
     train({"objective": "binary", "n_estimators": 2, "quantized_grad": True},
           Dataset(X, label=y_bin)).predict(X[:5])
+    # learning to rank: the per-query gradient and metric kernels
+    y_rank = np.minimum(np.floor(np.abs(X[:, 0]) * 2), 4)
+    dr = Dataset(X, label=y_rank, group=np.full(60, 10))
+    train({"objective": "lambdarank", "n_estimators": 2, "eval_metric": ["ndcg@3", "map@3"]},
+          dr, valid_sets=[dr]).predict(X[:5])
 
 
 def warmup(verbose=False, small=True, large=True):
-    """Train and predict tiny models with every grower and the main objectives.
+    """Train and predict tiny models with every grower and the main objectives
+    (``lambdarank`` among them).
 
     ``small``: with the kernels of small fits (one thread's); ``large`` (with more than
     one thread): with those of fits large enough to share between threads (a benchmark

@@ -16,7 +16,7 @@ import numpy as np
 
 from . import comm as _comm_mod
 from ._dtypes import GRAD, IDX
-from ._params import validate_params
+from ._params import RANK_OBJECTIVES, validate_params
 from ._profile import report, stage
 from ._threads import resolve_n_threads, thread_context
 from .backends import get_backend
@@ -33,13 +33,26 @@ from .scores import HostScores
 
 
 def _objective_params(p):
-    return {"alpha": p.alpha, "huber_delta": p.huber_delta,
-            "tweedie_variance_power": p.tweedie_variance_power, "num_class": p.num_class}
+    out = {"alpha": p.alpha, "huber_delta": p.huber_delta,
+           "tweedie_variance_power": p.tweedie_variance_power, "num_class": p.num_class}
+    if isinstance(p.objective, str) and p.objective in RANK_OBJECTIVES:
+        # only for ranking: every other model's objective parameters stay as they were
+        out.update(lambdarank_truncation_level=p.lambdarank_truncation_level,
+                   label_gain=None if p.label_gain is None else list(p.label_gain),
+                   lambdarank_norm=p.lambdarank_norm, sigmoid=p.sigmoid,
+                   random_state=p.random_state)
+    return out
+
+
+def _group_arg(ds):
+    """``group=`` (query sizes) rebuilding the Dataset ``ds`` with its queries."""
+    return None if getattr(ds, "group_ptr", None) is None else np.diff(ds.group_ptr)
 
 
 def _metrics(p, objective):
     names = list(p.eval_metric) if p.eval_metric else [objective.default_metric]
-    return [get_metric(m, _objective_params(p)) for m in names if m != "none"]
+    params = dict(_objective_params(p), label_gain=p.label_gain)   # ndcg's gains
+    return [get_metric(m, params) for m in names if m != "none"]
 
 
 class _EvalSet:
@@ -53,13 +66,14 @@ class _EvalSet:
                 raise ValueError(f"valid set {name!r} was binned with other edges; build it "
                                  "with Dataset(..., reference=train_set)")
             ds = Dataset(ds.data, label=ds.label, weight=ds.weight, init_score=ds.init_score,
-                         reference=train_set)
+                         reference=train_set, group=_group_arg(ds))
         self.dataset = ds
         self.X_cols = ds.X_cols
         if ds.label is None:
             raise ValueError(f"valid set {name!r} has no label")
         self.y = ds.label
         self.w = ds.weight
+        self.group_ptr = getattr(ds, "group_ptr", None)
         n = self.y.shape[0]
         self.rows = np.arange(n, dtype=IDX)
         self.raw = _start_margins(ds, ds.init_score, base, booster_init, k_out, n)
@@ -145,6 +159,8 @@ def train(params, train_set, num_boost_round=None, valid_sets=None, valid_names=
     callbacks = _callbacks(callbacks, p)
     if not _comm_mod.is_local(comm):
         _check_shards(comm, p, train_set)
+    if objective.needs_group or any(m.needs_group for m in metrics):
+        objective = _bind_queries(p, objective, metrics, train_set, y, comm)
     booster = _new_booster(p, objective, train_set, y, w, k_out, init_model, comm)
     raw = _initial_raw(booster, train_set, init_model, k_out, n)
     names = list(valid_names or [f"valid_{i}" for i in range(len(valid_sets or []))])
@@ -155,6 +171,7 @@ def train(params, train_set, num_boost_round=None, valid_sets=None, valid_names=
     with thread_context(n_threads) as used_threads:
         evals = [_EvalSet(nm, ds, train_set, booster.base_score, k_out, init_model)
                  for nm, ds in zip(names, valid_sets or [])]
+        _check_eval_groups(evals, metrics)
         segs, n_all = _comm_mod.segments(comm, n, _global_rows(train_set))
         grower, enc = _grower(p, backend, train_set, y, objective, k_out, booster, evals,
                               init_model, used_threads, comm)
@@ -167,6 +184,36 @@ def train(params, train_set, num_boost_round=None, valid_sets=None, valid_names=
                 next(rounds)
             except StopIteration as done:
                 return done.value
+
+
+def _bind_queries(p, objective, metrics, train_set, y, comm):
+    """The ranking objective bound to the train set's queries (``objective.bind``);
+    ranking needs them, and one data shard (a query's gradients need all of its
+    documents, a metric all of a query's rows)."""
+    if not _comm_mod.is_local(comm):
+        what = (f"objective={objective.name!r}" if objective.needs_group else
+                "metric " + repr(next(m.name for m in metrics if m.needs_group)))
+        raise ValueError(f"{what}: learning to rank trains on one data shard only; "
+                         "train with bonsai.train on the whole data set")
+    if not objective.needs_group:
+        return objective
+    if p.cat_encoding == "ordered" and train_set.categories is not None:
+        raise ValueError(f"objective={objective.name!r}: cat_encoding='ordered' (target "
+                         "statistics of a label) does not apply to ranking; use "
+                         "cat_encoding='native'")
+    if train_set.group_ptr is None:
+        raise ValueError(f"objective={objective.name!r} needs query groups: build the "
+                         "train Dataset with group= (query sizes) or qid= (query ids)")
+    return objective.bind(train_set.group_ptr, y)
+
+
+def _check_eval_groups(evals, metrics):
+    """Every valid set has queries when a ranking metric is evaluated."""
+    need = [m.name for m in metrics if m.needs_group]
+    for ev in evals:
+        if need and ev.group_ptr is None:
+            raise ValueError(f"eval_metric {need[0]!r} needs query groups: build valid set "
+                             f"{ev.name!r} with group= (query sizes) or qid= (query ids)")
 
 
 def _callbacks(callbacks, p):
@@ -219,7 +266,8 @@ def _with_categorical(ds, spec):
     cats = sorted(set(want) | set(ds.categorical_features))
     return Dataset(ds.data, label=ds.label, weight=ds.weight, init_score=ds.init_score,
                    feature_names=ds.feature_names, max_bin=ds.max_bin,
-                   random_state=ds.random_state, categorical_features=cats)
+                   random_state=ds.random_state, categorical_features=cats,
+                   group=_group_arg(ds))
 
 
 def _check_shards(comm, p, train_set):
@@ -445,4 +493,5 @@ def _evaluate(evals, objective, metrics, evals_log, comm=_comm_mod.LOCAL):
         pred = objective.transform(raw)
         log = evals_log.setdefault(ev.name, {})
         for m in metrics:
-            log.setdefault(m.name, []).append(float(m.fn(y, pred, w)))
+            value = m.fn(y, pred, w, ev.group_ptr) if m.needs_group else m.fn(y, pred, w)
+            log.setdefault(m.name, []).append(float(value))

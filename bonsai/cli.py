@@ -13,7 +13,8 @@ Config files: ``bonsai._config``; data files: ``bonsai.io.tables``.  ``bonsai tr
 fits exactly what ``bonsai.train(params, Dataset(X, label=y, weight=w,
 max_bin=params["max_bin"], random_state=params["random_state"]),
 valid_sets=[Dataset(X_valid, label=y_valid, reference=train_set)],
-valid_names=["valid"])`` fits in Python, so both give the same model bytes.
+valid_names=["valid"])`` fits in Python, so both give the same model bytes
+(``[data] group``: a query-id column, passed as ``Dataset(..., qid=...)``).
 
 A user error (a missing file, bad TOML, an unknown parameter, a column not in the
 data, a missing optional package ...) prints one line ``bonsai: error: ...`` on stderr
@@ -53,24 +54,26 @@ def _message(e):
 
 # ---- data --------------------------------------------------------------------------
 def _read_xy(path, cfg, need_label=True):
+    """(table, X, y, w, categorical positions, query ids or None) of a data file."""
     d = cfg["data"]
     table = tables.read_table(path, d.get("format"), d.get("header"))
     try:
         X, y, w, cats = tables.split_xy(table, d.get("label"), d.get("weight"),
-                                        d.get("categorical", ()), need_label)
+                                        d.get("categorical", ()), need_label, d.get("group"))
+        qid = None if "group" not in d else tables.label_vector(table, d["group"])
     except (TypeError, ValueError) as e:
         raise ValueError(f"[data] {_one_line(e)}") from None
-    return table, X, y, w, cats
+    return table, X, y, w, cats, qid
 
 
 def _train_dataset(cfg, p):
     from .dataset import Dataset
     if "train" not in cfg["data"]:
         raise _config.ConfigError("[data] train: name the training data file")
-    _, X, y, w, cats = _read_xy(cfg["data"]["train"], cfg)
+    _, X, y, w, cats, qid = _read_xy(cfg["data"]["train"], cfg)
     cats = list(dict.fromkeys(list(p.categorical_features or ()) + cats)) or None
     return Dataset(X, label=y, weight=w, max_bin=p.max_bin, random_state=p.random_state,
-                   categorical_features=cats)
+                   categorical_features=cats, qid=qid)
 
 
 def _write_json(path, doc):
@@ -93,8 +96,8 @@ def cmd_train(args):
     names = ["valid"] if len(valid_paths) == 1 else [f"valid_{i}" for i in range(len(valid_paths))]
     valid_sets = []
     for path in valid_paths:
-        _, X, y, w, _ = _read_xy(path, cfg)
-        valid_sets.append(Dataset(X, label=y, weight=w, reference=train_set))
+        _, X, y, w, _, qid = _read_xy(path, cfg)
+        valid_sets.append(Dataset(X, label=y, weight=w, reference=train_set, qid=qid))
     t0 = time.perf_counter()
     booster = train(params, train_set, valid_sets=valid_sets or None,
                     valid_names=names if valid_sets else None)
@@ -120,19 +123,28 @@ def cmd_train(args):
         d = cfg["data"]
         table = tables.read_table(d["test"], d.get("format"), d.get("header"))
         try:
-            X = tables.model_features(table, booster, d.get("label"), d.get("weight"))
+            X = tables.model_features(table, booster, d.get("label"), d.get("weight"),
+                                      d.get("group"))
             y = tables.label_vector(table, d.get("label"))
             w = None if "weight" not in d else tables.label_vector(table, d["weight"])
+            qid = None if "group" not in d else tables.label_vector(table, d["group"])
         except (TypeError, ValueError) as e:
             raise ValueError(f"[data] test: {_one_line(e)}") from None
         pred = booster.predict(X)
         if y is not None:
+            from ._groups import group_from_qid
             from .data import check_vector
             y = check_vector(y, len(y), "[data] test label")
             if w is not None:
                 w = check_vector(w, len(y), "[data] test weight", allow_negative=False)
-            doc["test"] = {m.name: float(m.fn(y, pred, w))
-                           for m in _metrics(p, booster._objective())}
+            ptr = None if qid is None else group_from_qid(qid, len(y), "[data] test group")
+            metrics = _metrics(p, booster._objective())
+            need = [m.name for m in metrics if m.needs_group]
+            if need and ptr is None:
+                raise ValueError(f"[data] test: metric {need[0]!r} needs query ids; name "
+                                 "their column with [data] group")
+            doc["test"] = {m.name: float(m.fn(y, pred, w, ptr) if m.needs_group
+                                         else m.fn(y, pred, w)) for m in metrics}
             line += "; test " + ", ".join(f"{k} = {v:.6g}" for k, v in doc["test"].items())
         if "predictions" in out:
             tables.write_predictions(out["predictions"], pred)

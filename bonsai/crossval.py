@@ -22,6 +22,12 @@ How ``cv`` works:
   mean curves then end at its best round.  Each fold also keeps its own best round on
   its own curve (over the rounds trained): its Booster's ``best_iteration``, which its
   out-of-fold predictions and the averaged model use.
+* Ranking (a ``dataset`` with query groups, ``Dataset(group=...)`` / ``qid=``): the
+  folds are made of whole queries (``bonsai._groups.query_folds``: queries in a seeded
+  random order dealt out as consecutive runs), and every fold's sets keep their
+  queries; the caller's ``folds`` must not split a query between a fold's training and
+  validation rows (a splitter's ``split`` gets ``groups=`` the row's query index, so
+  ``GroupKFold`` works).
 * Out-of-fold predictions: each row predicted by the model of the fold whose
   validation rows hold it (NaN for a row in no validation fold).
 
@@ -30,6 +36,7 @@ ordinary bonsai fits, the means are taken in fold order).
 """
 import numpy as np
 
+from ._groups import query_folds, row_query
 from ._params import validate_params
 from ._threads import resolve_n_threads, thread_context
 from .booster import Booster
@@ -98,10 +105,16 @@ def _index_array(a, n, what):
     return idx.astype(np.int64)
 
 
-def _user_folds(folds, n, label):
+def _user_folds(folds, n, label, group_ptr=None):
     """The caller's folds (a splitter with ``split(X, y)`` or (train, valid) pairs),
-    checked."""
-    pairs = folds.split(np.zeros((n, 1)), label) if hasattr(folds, "split") else folds
+    checked; with queries (``group_ptr``) the splitter gets ``groups=`` each row's
+    query and no fold may split a query between its train and valid rows."""
+    qrow = None if group_ptr is None else row_query(group_ptr)
+    if hasattr(folds, "split"):
+        pairs = (folds.split(np.zeros((n, 1)), label) if qrow is None
+                 else folds.split(np.zeros((n, 1)), label, groups=qrow))
+    else:
+        pairs = folds
     try:
         pairs = list(pairs)
     except TypeError:
@@ -118,6 +131,12 @@ def _user_folds(folds, n, label):
         va = _index_array(pair[1], n, f"fold {k}'s valid_idx")
         if np.intersect1d(tr, va).shape[0]:
             raise ValueError(f"folds: fold {k}'s train_idx and valid_idx share rows")
+        if qrow is not None:
+            split = np.intersect1d(qrow[tr], qrow[va])
+            if split.shape[0]:
+                raise ValueError(f"folds: fold {k} splits query {int(split[0])} between "
+                                 "train_idx and valid_idx; ranking folds must hold whole "
+                                 "queries (e.g. sklearn's GroupKFold)")
         out.append((tr, va))
     return out
 
@@ -219,7 +238,18 @@ def cv(params, dataset, nfold=5, stratified=None, folds=None, shuffle=True, seed
                          "averaged into one model; use cat_encoding='native'")
     n = dataset.n_rows
     objective = get_objective(fp.objective, _objective_params(fp))
-    if folds is None:
+    group_ptr = dataset.group_ptr
+    if objective.needs_group and group_ptr is None:
+        raise ValueError(f"objective={objective.name!r} needs query groups: build the "
+                         "Dataset with group= (query sizes) or qid= (query ids)")
+    if folds is None and group_ptr is not None:
+        if stratified:
+            raise ValueError("stratified=True: ranking folds are made of whole queries "
+                             "and cannot be stratified; leave stratified None")
+        if not is_integer(nfold):
+            raise ValueError(f"nfold must be an integer >= 2, got {nfold!r}")
+        pairs = query_folds(group_ptr, int(nfold), shuffle, int(seed))
+    elif folds is None:
         if not is_integer(nfold) or not 2 <= nfold <= n:
             raise ValueError(f"nfold must be an integer in [2, {n}] (the rows), got {nfold!r}")
         strat = objective.is_classification if stratified is None else stratified
@@ -228,7 +258,7 @@ def cv(params, dataset, nfold=5, stratified=None, folds=None, shuffle=True, seed
         if stratified:
             raise ValueError("stratified=True applies to the folds cv makes; with folds= "
                              "given, leave it None")
-        pairs = _user_folds(folds, n, dataset.label)
+        pairs = _user_folds(folds, n, dataset.label, group_ptr)
     sets = [(dataset.subset(tr), dataset.subset(va)) for tr, va in pairs]
     boosters, mean_log, std_log = _run_folds(fp, sets, callbacks)
     return _result(fp, dataset, pairs, sets, boosters, mean_log, std_log, callbacks,

@@ -13,6 +13,7 @@ from ._profile import stage
 from ._threads import resolve_n_threads, thread_context
 from .binning import BinMapper
 from .categorical import CategoryMap, resolve_features
+from ._groups import resolve_groups, subset_ptr
 from .data import check_vector, is_integer, take_rows, to_matrix
 
 
@@ -48,10 +49,16 @@ class Dataset:
     categorical_features : list of int or str, optional -- columns (indices or
         names) whose values are categories; pandas ``category`` columns always are
         (see ``bonsai.categorical``).  With ``reference``, the reference's are used.
+    group : (Q,) array-like of int, optional -- learning to rank: the query sizes, in
+        row order (each query's rows contiguous; LightGBM's ``group``)
+    qid : (n,) array-like, optional -- learning to rank: a query id per row, each
+        query's rows contiguous (XGBoost's ``qid``); give ``group`` or ``qid``.  Either
+        becomes ``group_ptr``, int64 (Q + 1,) query boundaries (``bonsai._groups``).
     """
 
     def __init__(self, data, label=None, weight=None, init_score=None, feature_names=None,
-                 max_bin=255, reference=None, random_state=0, categorical_features=None):
+                 max_bin=255, reference=None, random_state=0, categorical_features=None,
+                 group=None, qid=None):
         if not is_integer(max_bin) or not 2 <= max_bin <= 65535:
             raise ValueError(f"max_bin must be an integer in [2, 65535], got {max_bin!r}")
         X, names, pd_cats = to_matrix(data, with_categories=True)
@@ -66,6 +73,7 @@ class Dataset:
         self.label = None if label is None else check_vector(label, n, "label",
                                                              keep_float32=True)
         self.init_score = None if init_score is None else np.asarray(init_score, dtype=np.float64)
+        self.group_ptr = resolve_groups(group, qid, n)
         if reference is not None:
             if not isinstance(reference, Dataset):
                 raise TypeError(f"reference must be a bonsai.Dataset, got {type(reference).__name__}")
@@ -131,7 +139,8 @@ class Dataset:
         """The Dataset of rows ``rows`` (integer indices, in the order given) with this
         Dataset's bin edges and bins: nothing is binned again, so a model trained on it
         equals one trained on ``Dataset(X[rows], ..., reference=self)``.  Labels,
-        weights, init scores, category codes and the raw data are taken row by row."""
+        weights, init scores, category codes and the raw data are taken row by row;
+        query groups too (each query's rows taken must be contiguous)."""
         n = self.n_rows
         idx = np.asarray(rows)
         if idx.ndim != 1 or idx.dtype.kind not in "iu" or idx.shape[0] == 0:
@@ -148,6 +157,8 @@ class Dataset:
             raise ValueError("weight must not be all zero (in the rows of the subset)")
         sub.label = None if self.label is None else self.label[idx]
         sub.init_score = None if self.init_score is None else self.init_score[idx]
+        sub.group_ptr = (None if self.group_ptr is None
+                         else subset_ptr(self.group_ptr, idx))
         sub.cat_codes = None if self.cat_codes is None else np.ascontiguousarray(
             self.cat_codes[:, idx])
         sub.X_cols = np.ascontiguousarray(self.X_cols[:, idx])
@@ -162,6 +173,7 @@ class Dataset:
         out = object.__new__(cls)
         out._shape = (int(n_rows), bin_mapper.n_features)
         out.weight = out.label = out.init_score = out.cat_codes = out.data = None
+        out.group_ptr = None
         out.X_cols = np.empty((bin_mapper.n_features, 0), dtype=bin_mapper.dtype)
         out.bin_mapper = bin_mapper
         out.feature_names = feature_names

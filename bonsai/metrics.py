@@ -26,8 +26,9 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from .objectives import _float_param  # one reader for float parameters
+from .rank_metrics import RANK_METRICS, parse_rank_metric, rank_metric_fn
 
-__all__ = ["METRICS", "Metric", "get_metric"]
+__all__ = ["METRICS", "RANK_METRICS", "Metric", "get_metric"]
 
 METRICS = (
     "rmse",
@@ -42,7 +43,7 @@ METRICS = (
     "auc",
     "mlogloss",
     "merror",
-)
+)   # and the ranking metrics: RANK_METRICS ("ndcg", "map"), each also as name@k
 
 _PROB_EPS = 1e-15  # probability clip for log losses
 _MEAN_EPS = 1e-10  # floor for predicted means in the count / positive NLLs
@@ -58,12 +59,16 @@ class Metric(NamedTuple):
     fn : callable
         ``fn(y, pred, w) -> float``; see the module docstring for shapes.
     higher_is_better : bool
-        True only for ``auc``.
+        True for ``auc`` and the ranking metrics.
+    needs_group : bool
+        True for the ranking metrics (``bonsai.rank_metrics``), whose ``fn`` takes the
+        evaluation set's query boundaries too: ``fn(y, pred, w, group_ptr)``.
     """
 
     name: str
-    fn: Callable[[np.ndarray, np.ndarray, "np.ndarray | None"], float]
+    fn: Callable[..., float]
     higher_is_better: bool
+    needs_group: bool = False
 
 
 def _average(loss, w):
@@ -202,10 +207,12 @@ def get_metric(name, params=None):
     Parameters
     ----------
     name : str
-        One of :data:`METRICS`.
+        One of :data:`METRICS` (``ndcg@k`` / ``map@k`` with an integer k >= 1, or
+        ``ndcg`` / ``map`` for the whole list).
     params : dict, optional
         Read keys: ``huber_delta`` (1.0) for ``huber``, ``alpha`` (0.9) for
-        ``quantile``, ``tweedie_variance_power`` (1.5) for ``tweedie``.
+        ``quantile``, ``tweedie_variance_power`` (1.5) for ``tweedie``,
+        ``label_gain`` (2**i - 1) for ``ndcg``.
 
     Returns
     -------
@@ -222,6 +229,9 @@ def get_metric(name, params=None):
         return Metric(name, simple[name], False)
     if name == "auc":
         return Metric(name, _auc, True)
+    rank = parse_rank_metric(name)
+    if rank is not None:
+        return Metric(name, rank_metric_fn(rank[0], rank[1], params), True, True)
     if name == "huber":
         return Metric(name, _make_huber(_float_param(params, "huber_delta", 1.0, 0.0, math.inf)),
                       False)
@@ -230,4 +240,5 @@ def get_metric(name, params=None):
     if name == "tweedie":
         rho = _float_param(params, "tweedie_variance_power", 1.5, 1.0, 2.0)
         return Metric(name, _make_tweedie(rho), False)
-    raise ValueError(f"eval_metric must be one of {METRICS}; got eval_metric={name!r}")
+    raise ValueError(f"eval_metric must be one of {METRICS}, or {' / '.join(RANK_METRICS)} "
+                     f"with an optional @k (e.g. 'ndcg@5'); got eval_metric={name!r}")

@@ -28,6 +28,7 @@ import math
 
 import numpy as np
 
+from .rank_objectives import RANK_OBJECTIVES, get_rank_objective
 from ._objective_kernels import (_EPS, _binary_kernel, _expit, _neg_abs, _shift_max,
                                  _softmax_kernel, _sq_kernel, _wmean, weighted_quantile)
 
@@ -41,10 +42,10 @@ def _chunks(n):
     return [(a, min(n, a + _CHUNK)) for a in range(0, n, _CHUNK)]
 
 
-__all__ = ["OBJECTIVES", "Objective", "get_objective", "weighted_quantile"]
+__all__ = ["OBJECTIVES", "RANK_OBJECTIVES", "Objective", "get_objective", "weighted_quantile"]
 
 OBJECTIVES = ("squared_error", "absolute_error", "huber", "quantile", "poisson", "gamma",
-              "tweedie", "binary", "multiclass")
+              "tweedie", "binary", "multiclass")   # pointwise; RANK_OBJECTIVES besides
 
 _ALIASES = {
     "regression": "squared_error", "l2": "squared_error", "mse": "squared_error",
@@ -114,6 +115,7 @@ class Objective:
     default_metric = "rmse"
     is_classification = False
     renew_leaf = None
+    needs_group = False     # ranking objectives (bonsai.rank_objectives): True
 
     @property
     def renew_leaves(self):
@@ -397,7 +399,9 @@ def get_objective(objective, params=None):
         Read keys: ``huber_delta`` (1.0, > 0), ``alpha`` (0.9, in (0, 1)),
         ``tweedie_variance_power`` (1.5, in (1, 2)),
         ``poisson_max_delta_step`` (0.7, >= 0), ``num_class`` or
-        ``n_classes`` (multiclass K, optional).
+        ``n_classes`` (multiclass K, optional); the ranking objectives'
+        ``lambdarank_truncation_level``, ``label_gain``, ``lambdarank_norm``,
+        ``sigmoid`` and ``random_state`` (``bonsai.rank_objectives``).
 
     Returns
     -------
@@ -427,6 +431,8 @@ def get_objective(objective, params=None):
         return _Tweedie(_float_param(params, "tweedie_variance_power", 1.5, 1.0, 2.0))
     if name == "binary":
         return _Binary()
+    if name in RANK_OBJECTIVES:
+        return get_rank_objective(name, params)
     if name == "multiclass":
         k = params.get("num_class", params.get("n_classes"))
         if k is not None:
@@ -435,5 +441,5 @@ def get_objective(objective, params=None):
                                  f"objective='multiclass'; got num_class={k!r}")
             k = int(k)
         return _Multiclass(k)
-    raise ValueError(f"objective must be one of {OBJECTIVES} or a callable; "
+    raise ValueError(f"objective must be one of {OBJECTIVES + RANK_OBJECTIVES} or a callable; "
                      f"got objective={objective!r}")

@@ -325,7 +325,7 @@ def test_config_paths_threads_and_sets(tmp_path, monkeypatch):
     assert _config.params(cfg)["n_threads"] == 2
     for bad, msg in ((["parallel.n_threads=-1"], "n_threads must be"),
                      (["n_threads=2"], "set it in \\[parallel\\]"),
-                     (["data.group=qid"], "query groups"),
+                     (["data.group=[1]"], "group must be a column"),
                      (["data.lable=y"], "unknown key 'lable' \\(did you mean 'label'\\?\\)"),
                      (["max_depth=[1"], "not valid TOML"),
                      (["cv.nfold=five"], "nfold must be an integer")):

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from bonsai._params import (PARAM_NAMES, PARAM_TABLE, ParamSpec, Params,
+from bonsai._params import (PARAM_NAMES, PARAM_TABLE, RANK_PARAMS, ParamSpec, Params,
                             param_docs, validate_params)
 
 
@@ -187,7 +187,11 @@ def test_to_dict_excludes_n_threads_and_round_trips():
                          "categorical_features": [3]})
     d = p.to_dict()
     assert "n_threads" not in d
-    assert set(d) == set(PARAM_NAMES) - {"n_threads"}
+    # the ranking parameters are recorded for ranking objectives only
+    assert set(d) == set(PARAM_NAMES) - {"n_threads"} - set(RANK_PARAMS)
+    ranking = validate_params({"objective": "lambdarank", "label_gain": [0, 1, 3]}).to_dict()
+    assert set(ranking) == set(PARAM_NAMES) - {"n_threads"}
+    assert ranking["label_gain"] == [0.0, 1.0, 3.0]
     assert json.loads(json.dumps(d)) == d
     q = validate_params(json.loads(json.dumps(d)))
     assert q == p.replace(n_threads=None)

@@ -205,11 +205,12 @@ def label_vector(table, label=None):
     return _vector(table, _column(table, label, "label"))
 
 
-def split_xy(table, label=None, weight=None, categorical=(), need_label=True):
-    """``(X, y, w, cat_positions)`` of a table: ``X`` the columns other than the label
-    and weight (a DataFrame whose ``categorical`` columns are pandas ``category``
-    columns, or an ndarray), ``cat_positions`` the feature positions of the
-    categorical columns of an ndarray ``X`` (empty for DataFrames)."""
+def split_xy(table, label=None, weight=None, categorical=(), need_label=True, group=None):
+    """``(X, y, w, cat_positions)`` of a table: ``X`` the columns other than the label,
+    weight and ``group`` (query id) ones (a DataFrame whose ``categorical`` columns are
+    pandas ``category`` columns, or an ndarray), ``cat_positions`` the feature
+    positions of the categorical columns of an ndarray ``X`` (empty for DataFrames).
+    The query ids themselves: ``label_vector(table, group)``."""
     if label is None and table.names is None:
         label = 0               # LightGBM's layout: the label first
     if label is None and need_label:
@@ -225,9 +226,14 @@ def split_xy(table, label=None, weight=None, categorical=(), need_label=True):
             raise ValueError("weight: the weight column is the label column")
         w = _vector(table, pos)
         drop.append(pos)
+    if group is not None:
+        pos = _column(table, group, "group")
+        if pos in drop:
+            raise ValueError("group: the query id column is the label or weight column")
+        drop.append(pos)
     cats = [_column(table, c, "categorical") for c in categorical]
     if set(cats) & set(drop):
-        raise ValueError("categorical: the label or weight column is listed")
+        raise ValueError("categorical: the label, weight or group column is listed")
     keep = [j for j in range(table.n_columns) if j not in drop]
     if not keep:
         raise ValueError(f"{table.path}: no feature columns besides the label and weight")
@@ -254,7 +260,7 @@ def _as_categories(df, names):
                              "[data] categorical, or drop it from the file")
 
 
-def model_features(table, booster, label=None, weight=None):
+def model_features(table, booster, label=None, weight=None, group=None):
     """The columns of ``table`` a model predicts from.
 
     With header names and a model that has feature names, its features are taken by
@@ -262,7 +268,7 @@ def model_features(table, booster, label=None, weight=None):
     other than ``label`` are the features, in order: ``label`` defaults to column 0
     in a headerless file (the label of LightGBM's TSV files and of LibSVM), ``"none"``
     when it has no label column; a LibSVM table narrower than the model is padded with
-    0.0 (features no row mentions).  A ``weight`` column is left out too.  The model's categorical columns of a DataFrame
+    0.0 (features no row mentions).  ``weight`` and ``group`` columns are left out too.  The model's categorical columns of a DataFrame
     become pandas ``category`` columns.
     """
     names = booster.feature_names
@@ -280,6 +286,8 @@ def model_features(table, booster, label=None, weight=None):
     drop = [] if label is None or label == "none" else [_column(table, label, "--label")]
     if weight is not None:
         drop.append(_column(table, weight, "weight"))
+    if group is not None:
+        drop.append(_column(table, group, "group"))
     keep = [j for j in range(table.n_columns) if j not in drop]
     if table.names is None:
         X = table.data[:, keep]

@@ -288,6 +288,13 @@ class _BonsaiModel(BaseEstimator):
         -------
         self
         """
+        return self._fit(X, y, sample_weight, init_score, eval_set, eval_sample_weight,
+                         eval_names, callbacks, init_model)
+
+    def _fit(self, X, y, sample_weight, init_score, eval_set, eval_sample_weight,
+             eval_names, callbacks, init_model, group=None, eval_group=None):
+        """``fit``; ``group`` / ``eval_group`` (query sizes of the train set and of each
+        eval set) for the ranker."""
         self.__dict__.pop("booster_", None)  # a failed refit leaves the estimator unfitted
         if _has_categories(X):
             X = _validate_X(self, X, reset=True)
@@ -303,6 +310,10 @@ class _BonsaiModel(BaseEstimator):
         params = self._train_params(extra_params)
         w = _check_weight(sample_weight, n, "sample_weight")
         eval_pairs = self._check_eval_set(eval_set, eval_sample_weight, eval_names)
+        eval_group = [None] * len(eval_pairs) if eval_group is None else list(eval_group)
+        if len(eval_group) != len(eval_pairs):
+            raise ValueError(f"eval_group has {len(eval_group)} entries but eval_set has "
+                             f"{len(eval_pairs)}")
         if params.early_stopping_rounds is not None and not eval_pairs:
             raise ValueError(f"early_stopping_rounds={params.early_stopping_rounds} needs "
                              "an eval_set to monitor; pass fit(..., eval_set=[(X_val, y_val)])")
@@ -315,11 +326,12 @@ class _BonsaiModel(BaseEstimator):
         train_set = Dataset(X, label=y_enc, weight=w, init_score=init_score,
                             feature_names=names, max_bin=params.max_bin,
                             reference=None, random_state=params.random_state,
-                            categorical_features=params.categorical_features)
+                            categorical_features=params.categorical_features,
+                            group=group)
         valid_sets, valid_names = [], []
-        for name, Xv, yv, wv in eval_pairs:
+        for (name, Xv, yv, wv), gv in zip(eval_pairs, eval_group):
             valid_sets.append(Dataset(Xv, label=yv, weight=wv, feature_names=names,
-                                      reference=train_set))
+                                      reference=train_set, group=gv))
             valid_names.append(name)
         booster = train(params, train_set, valid_sets=valid_sets or None,
                         valid_names=valid_names or None, callbacks=callbacks,
