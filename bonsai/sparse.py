@@ -108,14 +108,18 @@ def fit_bin_mapper(X, max_bin, weights=None, random_state=0):
     csc = sample.tocsc()
     if not csc.has_sorted_indices:
         csc.sort_indices()
-    thr = np.empty((n_features, max(max_bin - 1, 1)))
+    # room for each feature's thresholds: at most one per listed entry (O(nnz), where a
+    # (F, max_bin - 1) buffer would be 200 MB for 100k features)
+    cap = np.minimum(np.diff(csc.indptr).astype(np.int64), max(max_bin - 1, 1))
+    thr_cap = np.concatenate([[0], np.cumsum(cap)]).astype(np.int64)
+    thr = np.empty(int(thr_cap[-1]))
     count = np.empty(n_features, np.int64)
     k = _k()
     kernel = k.column_thresholds if csc.nnz + n_features >= 1 << 16 else k.column_thresholds.serial
-    kernel(csc.indptr, csc.indices, csc.data, rows.shape[0], w, max_bin, thr, count)
+    kernel(csc.indptr, csc.indices, csc.data, rows.shape[0], w, max_bin, thr_cap, thr, count)
     offsets = np.concatenate([[0], np.cumsum(count)]).astype(np.int64)
-    flat = np.concatenate([thr[f, :count[f]] for f in range(n_features)])
-    return BinMapper(flat, offsets, max_bin)
+    keep = np.repeat(thr_cap[:-1] - offsets[:-1], count) + np.arange(int(offsets[-1]))
+    return BinMapper(thr[keep], offsets, max_bin)
 
 
 def _store(ptr, gidx, default_bin, bm):

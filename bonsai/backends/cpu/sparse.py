@@ -25,15 +25,18 @@ _ROWS = 1024
 
 
 @parallel_kernel
-def column_thresholds(col_ptr, row_idx, data, m, weights, max_bin, out_thr, out_count):
+def column_thresholds(col_ptr, row_idx, data, m, weights, max_bin, thr_cap, out_thr, out_count):
     """Bin thresholds of every column of a CSC sample of ``m`` rows, equal to the dense
     sketch's (``binning.find_thresholds``) over the same rows: the distinct explicit
     non-NaN values with their weights, and 0.0 with the weight of the rows the column
     does not list.
 
     col_ptr (F + 1,), row_idx (nnz,) : the sample's CSC structure, IN ; data (nnz,)
-    float32/float64, IN ; weights (m,) float64 or None (all 1), IN ; out_thr
-    (F, max(max_bin - 1, 1)) float64, OUT ; out_count (F,) int64, OUT
+    float32/float64, IN ; weights (m,) float64 or None (all 1), IN ; thr_cap (F + 1,)
+    int64, IN : feature f writes its thresholds from ``out_thr[thr_cap[f]]``, room for
+    ``min(max_bin - 1, listed entries)`` of them (its distinct values, 0.0 included,
+    are at most one more than its listed entries) ; out_thr (thr_cap[-1],) float64,
+    OUT ; out_count (F,) int64, OUT
     """
     n_features = col_ptr.shape[0] - 1
     total = np.float64(m)
@@ -78,7 +81,8 @@ def column_thresholds(col_ptr, row_idx, data, m, weights, max_bin, out_thr, out_
                 vals[p] = 0.0
                 wts[p] = zero_w
                 nd += 1
-        out_count[f] = greedy_thresholds(vals[:nd], wts[:nd], max_bin, out_thr[f])
+        out_count[f] = greedy_thresholds(vals[:nd], wts[:nd], max_bin,
+                                         out_thr[thr_cap[f]:thr_cap[f + 1]])
 
 
 @njit(cache=True, nogil=True)
