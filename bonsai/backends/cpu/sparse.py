@@ -22,6 +22,8 @@ from .binning import _bin_of, _distinct, greedy_thresholds
 from .predict import _in_set
 
 _ROWS = 1024
+#: columns with fewer listed values than this are sorted by numba's sort
+_SMALL_SORT = 4096
 
 
 @parallel_kernel
@@ -64,7 +66,20 @@ def column_thresholds(col_ptr, row_idx, data, m, weights, max_bin, thr_cap, out_
                     wcol[n_v] = w
                 n_v += 1
         zero_w = np.float64(m - k) if weights is None else total - listed_w
-        if weights is None:
+        if weights is None and n_v < _SMALL_SORT:
+            # short columns: a plain sort (a radix sort's fixed passes over 2048
+            # buckets cost more than the column), then the distinct values counted
+            c = col[:n_v]
+            c.sort()
+            nd = 0
+            for j in range(n_v):
+                if nd > 0 and c[j] == vals[nd - 1]:
+                    wts[nd - 1] += 1.0
+                else:
+                    vals[nd] = c[j]
+                    wts[nd] = 1.0
+                    nd += 1
+        elif weights is None:
             nd = _distinct(col[:n_v], None, vals, wts)
         else:
             nd = _distinct(col[:n_v], wcol[:n_v], vals, wts)
