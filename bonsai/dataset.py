@@ -3,7 +3,8 @@
 Validation data is binned with the training bin edges by passing
 ``reference=train_set``; ``Dataset.subset(rows)`` takes rows of a Dataset with its bins
 as they are (cross-validation folds, binned once).  A Dataset holds the column-major
-bins ``X_cols`` (F, n) and the ``BinMapper``; what the histograms are filled from (a
+bins ``X_cols`` (F, n) (for scipy.sparse input a ``bonsai.sparse.SparseBins`` instead:
+row and column stores of the non-zero cells, never a dense matrix) and the ``BinMapper``; what the histograms are filled from (a
 blocked row-major mirror, or sparse rows) is the backend's choice, built when a fit
 first needs it (``backend.prepare``) and cached on the Dataset.
 """
