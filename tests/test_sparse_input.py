@@ -202,3 +202,21 @@ def test_wide_sparse_fit_and_predict_stay_proportional_to_the_non_zeros(child_en
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "grown MB" in out.stdout
+
+
+@pytest.mark.parametrize("policy", ["depthwise", "leafwise"])
+def test_sparse_fit_is_the_same_at_one_and_two_threads(policy, split_finely, work_log):
+    """The lowered work-split thresholds cut the partition over the column store and
+    the row-store histograms between two threads (``work_log`` checks it): the model
+    equals the one-thread and the dense one."""
+    X, y, _, _ = _libsvm("agaricus.txt")
+    y = np.where(np.random.default_rng(5).random(y.shape[0]) < 0.1, 1 - y, y)  # deeper trees
+    params = dict(objective="binary", max_depth=5, grow_policy=policy, subsample=0.8,
+                  colsample_bynode=0.8, random_state=3)
+    models = []
+    for t, data in ((1, X), (2, X), (2, X.toarray())):
+        work_log.clear()
+        models.append(bonsai.train(dict(params, n_threads=t), bonsai.Dataset(data, label=y),
+                                   num_boost_round=6).model_to_string())
+        work_log.check_fit(t, f"sparse input {policy}")
+    assert models[0] == models[1] == models[2]
