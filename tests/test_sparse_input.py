@@ -220,3 +220,17 @@ def test_sparse_fit_is_the_same_at_one_and_two_threads(policy, split_finely, wor
                                    num_boost_round=6).model_to_string())
         work_log.check_fit(t, f"sparse input {policy}")
     assert models[0] == models[1] == models[2]
+
+
+def test_sampled_bin_edges_equal_the_dense_sketch():
+    """Past ``SAMPLE_ROWS`` rows the edges come from a row sample: the sparse path draws
+    the dense sketch's rows, so the edges are the same."""
+    from bonsai.binning import SAMPLE_ROWS
+    rng = np.random.default_rng(4)
+    n = SAMPLE_ROWS + 30_000
+    D = np.where(rng.random((n, 3)) < 0.5, 0.0, rng.normal(size=(n, 3)))
+    D[:, 2] = np.where(D[:, 2] != 0, np.round(D[:, 2], 1), 0.0)    # few distinct values
+    D[rng.random(n) < 0.05, 1] = np.nan
+    for seed in (0, 9):
+        a = bonsai.Dataset(sp.csr_matrix(D), random_state=seed).bin_mapper.to_dict()
+        assert a == bonsai.Dataset(D, random_state=seed).bin_mapper.to_dict()
