@@ -19,6 +19,7 @@ from ._threads import resolve_n_threads, thread_context
 from ._version import __version__
 from .backends import HOST, get_backend, kernels, known, unusable_message, usable
 from .categorical import CategoryMap
+from . import sparse as _sparse
 from .data import is_plain_matrix, to_matrix
 from .io import model_file
 from .ordered import CtrModel
@@ -153,6 +154,9 @@ class Booster:
         return self.params.get("device") == "cuda" and usable("cuda")[0]
 
     def _check_X(self, X):
+        if self.categories is None and _sparse.is_sparse(X):
+            # a canonical CSR, never made dense (bonsai.sparse)
+            return _sparse.check_csr(X, n_features=self.n_features)
         if self.categories is None and is_plain_matrix(X):
             # the fast path of a plain float matrix (one-row latency): the same checks
             if X.shape[1] != self.n_features:
@@ -213,8 +217,15 @@ class Booster:
             return shap_values(self, X, iteration_range, interactions=bool(pred_interactions))
         X = self._check_X(X)
         t0, t1 = self._tree_range(iteration_range)
+        sparse = _sparse.is_sparse(X)
+        if sparse and device == "cuda":
+            raise ValueError("device='cuda' predicts dense input only; X is a scipy.sparse "
+                             "matrix (predict it with device=None or device='cpu')")
         gpu = (device == "cuda" if device is not None
-               else X.shape[0] >= GPU_PREDICT_MIN_ROWS and self._auto_gpu())
+               else not sparse and X.shape[0] >= GPU_PREDICT_MIN_ROWS and self._auto_gpu())
+        if pred_leaf and sparse:
+            return _sparse.predict_leaf(self, X, t0, t1,
+                                        np.zeros((X.shape[0], t1 - t0), np.int32), _HOST)
         if pred_leaf:
             out = np.zeros((X.shape[0], t1 - t0), np.int32)
             if gpu:
@@ -242,6 +253,8 @@ class Booster:
     def _add_trees(self, X, t0, t1, raw):
         """Add the outputs of trees ``t0:t1`` to ``raw`` ((n, K) float64, IN/OUT), each
         row's trees in tree order, on a matrix already checked by ``_check_X``."""
+        if _sparse.is_sparse(X):
+            return _sparse.add_trees(self, X, t0, t1, raw, _HOST)
         ens, obl = self._ensemble(t0, t1)
         with self._predict_threads(X.shape[0], t1 - t0):
             if obl is not None:

@@ -3,7 +3,8 @@
 Validation data is binned with the training bin edges by passing
 ``reference=train_set``; ``Dataset.subset(rows)`` takes rows of a Dataset with its bins
 as they are (cross-validation folds, binned once).  A Dataset holds the column-major
-bins ``X_cols`` (F, n) and the ``BinMapper``; what the histograms are filled from (a
+bins ``X_cols`` (F, n) (for scipy.sparse input a ``bonsai.sparse.SparseBins`` instead:
+row and column stores of the non-zero cells, never a dense matrix) and the ``BinMapper``; what the histograms are filled from (a
 blocked row-major mirror, or sparse rows) is the backend's choice, built when a fit
 first needs it (``backend.prepare``) and cached on the Dataset.
 """
@@ -15,6 +16,7 @@ from .binning import BinMapper
 from .categorical import CategoryMap, resolve_features
 from ._groups import resolve_groups, subset_ptr
 from .data import check_vector, is_integer, take_rows, to_matrix
+from . import sparse as _sparse
 
 
 def check_feature_names(feature_names, names, n_features):
@@ -61,7 +63,12 @@ class Dataset:
                  group=None, qid=None):
         if not is_integer(max_bin) or not 2 <= max_bin <= 65535:
             raise ValueError(f"max_bin must be an integer in [2, 65535], got {max_bin!r}")
-        X, names, pd_cats = to_matrix(data, with_categories=True)
+        sparse = _sparse.is_sparse(data)
+        if sparse:      # binned from its non-zeros, never made dense (bonsai.sparse)
+            X, names, pd_cats = _sparse.check_csr(data), None, {}
+            data = X
+        else:
+            X, names, pd_cats = to_matrix(data, with_categories=True)
         n, n_features = X.shape
         self._shape = (n, n_features)
         names = check_feature_names(feature_names, names, n_features)
@@ -95,6 +102,10 @@ class Dataset:
                 raise TypeError("categorical_features must be a list of feature indices or "
                                 f"names, got {categorical_features!r}")
             feats = resolve_features(categorical_features, names, n_features, pd_cats)
+            if feats and sparse:
+                raise ValueError(f"categorical_features={categorical_features!r}: categorical "
+                                 "features need dense input (numpy or a DataFrame), not a "
+                                 "scipy.sparse matrix")
             self.categories = CategoryMap.fit(X, feats, pd_cats) if feats else None
         extra = sorted(set(pd_cats) - set(self.categorical_features))
         if extra:     # only with a reference: otherwise every category column is one
@@ -118,14 +129,16 @@ class Dataset:
         with thread_context(resolve_n_threads(None)):
             if reference is None:
                 with stage("bin_edges"):
-                    self.bin_mapper = BinMapper.fit(X, max_bin, self.weight, random_state=random_state)
+                    fit = _sparse.fit_bin_mapper if sparse else BinMapper.fit
+                    self.bin_mapper = fit(X, max_bin, self.weight, random_state=random_state)
                     cm = self.categories
                     if cm is not None:
                         self.bin_mapper = self.bin_mapper.with_categorical(
                             cm.features, [min(cm.n_codes(i), max_bin)
                                           for i in range(len(cm.features))])
             with stage("bin_map"):
-                self.X_cols = self.bin_mapper.transform_columns(X)
+                self.X_cols = (_sparse.bin_rows(self.bin_mapper, X) if sparse
+                               else self.bin_mapper.transform_columns(X))
         self.reference = reference
         self.random_state = random_state
         # where these rows lie in a data set spread over several shards (bonsai.comm
@@ -161,7 +174,8 @@ class Dataset:
                          else subset_ptr(self.group_ptr, idx))
         sub.cat_codes = None if self.cat_codes is None else np.ascontiguousarray(
             self.cat_codes[:, idx])
-        sub.X_cols = np.ascontiguousarray(self.X_cols[:, idx])
+        sub.X_cols = (_sparse.take(self.X_cols, idx, self.bin_mapper) if self.is_sparse
+                      else np.ascontiguousarray(self.X_cols[:, idx]))
         sub.data = None if self.data is None else take_rows(self.data, idx)
         return sub
 
@@ -211,7 +225,12 @@ class Dataset:
 
         out.weight, out.label, out.init_score = (cat(a) for a in
                                                  ("weight", "label", "init_score"))
-        out.X_cols = cat("X_cols", axis=1)
+        if any(q.is_sparse for q in parts):
+            if not all(q.is_sparse for q in parts):
+                raise ValueError("parts mix sparse and dense bins")
+            out.X_cols = _sparse.stack([q.X_cols for q in parts], like.bin_mapper)
+        else:
+            out.X_cols = cat("X_cols", axis=1)
         out.cat_codes = cat("cat_codes", axis=1)
         return out
 
@@ -226,6 +245,12 @@ class Dataset:
         """Drop the reference to the raw matrix (continued training then needs it again)."""
         self.data = None
         return self
+
+    @property
+    def is_sparse(self):
+        """Whether the bins are sparse (``bonsai.sparse.SparseBins``: scipy.sparse
+        input) rather than the dense ``X_cols (F, n)``."""
+        return isinstance(self.X_cols, _sparse.SparseBins)
 
     @property
     def n_rows(self):

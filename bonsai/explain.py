@@ -58,7 +58,10 @@ def _tree_features(ens):
 def shap_values(booster, X, iteration_range=None, interactions=False):
     """SHAP values (or interaction values) of the rows of ``X``; see the module
     docstring for the shapes."""
-    Xc = np.ascontiguousarray(booster._check_X(X), dtype=np.float64)
+    Xc = booster._check_X(X)
+    if hasattr(Xc, "toarray"):   # scipy.sparse: the (n, F + 1) result is dense anyway
+        Xc = Xc.toarray()
+    Xc = np.ascontiguousarray(Xc, dtype=np.float64)
     t0, t1 = booster._tree_range(iteration_range)
     ens, _ = booster._ensemble(t0, t1)
     trees = booster.trees[t0:t1]

@@ -33,7 +33,9 @@ from ..data import is_plain_matrix  # noqa: E402
 # ---------------------------------------------------------------------------
 
 def _dense(X):
-    return X.toarray() if hasattr(X, "toarray") else X
+    """sklearn's checked X as bonsai takes it: scipy.sparse stays sparse (bonsai bins
+    and predicts it from its non-zeros, ``bonsai.sparse``)."""
+    return X
 
 
 def _has_categories(X):

@@ -23,11 +23,13 @@ import numpy as np
 from ..._dtypes import FIXED_POINT_BITS, count_bits, fixed_point_scale
 from ...comm import LOCAL
 from ...scores import HostScores
+from ...sparse import SparseBins
 from ...split_settings import CatSettings, Scales
 from . import histogram as _hist
 from . import partition as _part
 from . import predict as _pred
 from . import predict_binned as _heaps
+from . import sparse as _sparse
 from . import split as _split
 from . import split_cat as _split_cat
 from . import split_level as _split_level
@@ -342,6 +344,12 @@ def _n_trees(ens):
     return ens.tree_offset.shape[0] - 1
 
 
+def _bin_offsets(missing_bin):
+    """``feat_off`` of a bin layout from its missing bins (``missing_bin + 1`` bins a
+    feature)."""
+    return np.concatenate([[0], np.cumsum(missing_bin + 1)]).astype(np.int64)
+
+
 def predict_raw(X, ens, out):
     """Add the ensemble's outputs to ``out (n, K)``."""
     if X.shape[0] <= 4 and not ens.has_cat:
@@ -382,8 +390,15 @@ def predict_leaf(X, ens, out):
 
 
 def predict_binned_add(X_cols, rows, tree, missing_bin, out):
-    """``out[rows[i]] += tree output`` of binned rows (validation sets, out-of-bag rows)."""
+    """``out[rows[i]] += tree output`` of binned rows (validation sets, out-of-bag rows);
+    sparse bins (``bonsai.sparse.SparseBins``) are read from their row store."""
     cat_ptr, cat_words = tree.arrays_cat()
+    if isinstance(X_cols, SparseBins):
+        _pick(_sparse.predict_binned_add_rows, _parallel_rows(rows.shape[0]))(
+            X_cols.ptr, X_cols.gidx, _bin_offsets(missing_bin), X_cols.default_bin, rows,
+            tree.feature, tree.bin_threshold, tree.default_left, missing_bin, tree.left,
+            tree.right, tree.value, cat_ptr, cat_words, out)
+        return
     _pick(_pred.predict_binned_add, _parallel_rows(rows.shape[0]))(
         X_cols, rows, tree.feature, tree.bin_threshold, tree.default_left, missing_bin,
         tree.left, tree.right, tree.value, cat_ptr, cat_words, out)

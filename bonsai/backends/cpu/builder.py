@@ -28,6 +28,7 @@ from ... import _profile
 from ..._dtypes import HIST, IDX, N_HIST_CHANNELS
 from ...comm import LOCAL, LocalComm
 from ...nodes import BIN, COUNT, DEFAULT_LEFT, FEATURE, SLOT, START, STOP
+from ...sparse import SparseBins
 from . import split_cat as _split_cat
 from . import split_level as _split_level
 from . import split as _split
@@ -97,6 +98,10 @@ class TreeBuilder:
         bm = data.bin_mapper
         self.data = data
         self.X_cols = data.X_cols
+        # sparse bins: the partition reads their column store (``X_csc``), not X_cols
+        sparse = isinstance(data.X_cols, SparseBins)
+        self._part_cols = None if sparse else data.X_cols
+        self._part_csc = data.X_cols.csc() if sparse else None
         self.n_rows = data.n_rows
         self.feat_off = bm.feat_off
         self.n_value_bins = bm.n_value_bins
@@ -162,12 +167,12 @@ class TreeBuilder:
         free = np.empty(2 * m, np.int64)
         layout, X_dense, sp_ptr, sp_bins, sp_default = self.layout
         n_e, n_f = _step.split_nodes(
-            layout, self.X_cols, X_dense, sp_ptr, sp_bins, sp_default, self.feat_off,
+            layout, self._part_cols, X_dense, sp_ptr, sp_bins, sp_default, self.feat_off,
             self.n_value_bins, self.feature_missing_bin, self.gh, self.packed, self.idx,
             self.tmp, self.pool.hist, nodes.ints, nodes.gain, nodes.sums, nodes.left_sums,
             nodes.bits, batch, nodes.n, new_slot, self.scratch_slots, child_ok, min_split_rows,
             masks, self.is_cat, self.cat_cfg, self.scales, self.cfg, self.min_child_samples,
-            self.par, self._identity(m), expand, free)
+            self.par, self._identity(m), expand, free, self._part_csc)
         return expand[:n_e].tolist(), free[:n_f].tolist()
 
     def _identity(self, m):
@@ -214,8 +219,8 @@ class TreeBuilder:
             t, t_bits, batch, self.feature_missing_bin)
         nleft = np.empty(m, np.int64)
         with _profile.stage("partition"):
-            _step.partition(self.X_cols, self.idx, self.tmp, starts, stops, feature, bin_, dl,
-                            f_missing, p_bits, self.par, nleft)
+            _step.partition(self._part_cols, self.idx, self.tmp, starts, stops, feature, bin_,
+                            dl, f_missing, p_bits, self.par, nleft, self._part_csc)
         child_rows = self._child_rows(nodes, batch, starts, stops, nleft)
         slot = np.empty(2 * m, np.int64)
         b_start, b_stop, b_slot, sub = _step.plan_children(

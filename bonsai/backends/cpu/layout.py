@@ -21,6 +21,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..._profile import stage
+from ...sparse import SparseBins
 from . import binning as _kernels
 from .binning import pick_by_cells as _pick
 from . import step as _step
@@ -37,7 +38,7 @@ BLOCK_HIST_BYTES = 256 * 1024
 SPARSE_ROW_FRACTION = 0.7
 class SparseRows(NamedTuple):
     """The sparse-rows histogram layout: row r lists the global histogram indices
-    (``feat_off[f] + bin``, uint16) of its cells whose bin is not feature f's
+    (``feat_off[f] + bin``, uint16; uint32 from scipy.sparse input with more bins) of its cells whose bin is not feature f's
     ``default_bin`` in ``bins[ptr[r]:ptr[r+1]]``; a fill restores the default bins
     from the node totals."""
     ptr: np.ndarray          # (n + 1,) uint32
@@ -106,7 +107,10 @@ def sparse_rows(X_cols, feat_off, max_fraction=None):
 
 def build_layout(X_cols, bin_mapper):
     """Sparse rows when most cells sit in their feature's most frequent bin, else the
-    dense blocked mirror."""
+    dense blocked mirror; sparse bins (``bonsai.sparse.SparseBins``, scipy.sparse
+    input) always fill from their row store, whose default bins are the zero bins."""
+    if isinstance(X_cols, SparseBins):
+        return SparseRows(X_cols.ptr, X_cols.gidx, X_cols.default_bin)
     sparse = sparse_rows(X_cols, bin_mapper.feat_off)
     return to_blocked(X_cols, bin_mapper.max_bin) if sparse is None else sparse
 

@@ -35,6 +35,7 @@ from numba import njit
 from ...nodes import BIN, COUNT, DEFAULT_LEFT, FEATURE, SLOT, START, STOP
 from . import histogram as _hist
 from . import partition as _part
+from . import sparse as _sparse
 from . import split as _split
 from .children import (batch_columns, copy_row, local_child_rows, plan_children,
                        write_children)
@@ -51,6 +52,8 @@ _restore_ser = _hist.restore_default_bins.serial
 _merge_ser = _hist.merge_slots.serial
 _part_par = _part.partition_nodes
 _part_ser = _part.partition_nodes.serial
+_csc_par = _sparse.partition_nodes_csc
+_csc_ser = _sparse.partition_nodes_csc.serial
 _scan_par = _split.find_best_splits
 
 
@@ -118,22 +121,33 @@ def plan_pieces(starts, stops, n_threads, min_rows):
 
 @njit(cache=True, nogil=True)
 def partition(X_cols, idx, tmp, starts, stops, feature, bin_, default_left, node_missing_bin,
-              bits, par, out_nleft):
+              bits, par, out_nleft, X_csc=None):
     """Stable partition of every node range (``partition.partition_nodes``), rows
     split between threads when there are at least ``2 * min_partition_rows`` of them
-    (``par``: see ``thread_plan``)."""
+    (``par``: see ``thread_plan``).  Sparse bins pass ``X_cols`` None and their column
+    store ``X_csc`` (``sparse.partition_nodes_csc``); each is compiled only where
+    given."""
     n_threads, _, min_rows, _ = thread_plan(par)
     node, p_start, p_stop, ptr = plan_pieces(starts, stops, n_threads, min_rows)
     out_nleft[:] = 0
     if node.shape[0] == 0:
         return
     scratch = np.empty(node.shape[0], np.int64)
-    if par is not None and ptr.shape[0] > 2:
-        _part_par(X_cols, idx, tmp, node, p_start, p_stop, ptr, feature, bin_, default_left,
-                  node_missing_bin, bits, scratch, out_nleft)
-    else:
-        _part_ser(X_cols, idx, tmp, node, p_start, p_stop, ptr, feature, bin_, default_left,
-                  node_missing_bin, bits, scratch, out_nleft)
+    if X_csc is not None:
+        cp, cr, cb, zb = X_csc
+        if par is not None and ptr.shape[0] > 2:
+            _csc_par(cp, cr, cb, zb, idx, tmp, node, p_start, p_stop, ptr, feature, bin_,
+                     default_left, node_missing_bin, bits, scratch, out_nleft)
+        else:
+            _csc_ser(cp, cr, cb, zb, idx, tmp, node, p_start, p_stop, ptr, feature, bin_,
+                     default_left, node_missing_bin, bits, scratch, out_nleft)
+    if X_cols is not None:
+        if par is not None and ptr.shape[0] > 2:
+            _part_par(X_cols, idx, tmp, node, p_start, p_stop, ptr, feature, bin_, default_left,
+                      node_missing_bin, bits, scratch, out_nleft)
+        else:
+            _part_ser(X_cols, idx, tmp, node, p_start, p_stop, ptr, feature, bin_, default_left,
+                      node_missing_bin, bits, scratch, out_nleft)
 
 
 @njit(cache=True, nogil=True)
@@ -303,7 +317,7 @@ def scan_children(hist, child_rows, child_slot, sub, feat_off, n_value_bins, mas
 def split_nodes(layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, n_value_bins,
                 feature_missing_bin, gh, packed, idx, tmp, hist, t, t_gain, t_sums, t_left_sums, t_bits, batch,
                 first, new_slot, scratch_slots, child_ok, min_split_rows, masks, is_cat, cat_cfg,
-                scales, cfg, min_child_samples, par, identity, out_expand, out_free):
+                scales, cfg, min_child_samples, par, identity, out_expand, out_free, X_csc=None):
     """Split the nodes ``batch`` of the node table (``bonsai.nodes``: ``t`` its int
     fields, ``t_gain``, ``t_sums``, ``t_left_sums``) and evaluate their children, who
     get rows ``first..first + 2m - 1``: ``partition``, ``plan_children``, ``build``,
@@ -317,6 +331,7 @@ def split_nodes(layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, 
     level).  Returns (n_expand, n_free): ``out_expand[:n_expand]`` the children that
     can split (they keep a histogram slot), ``out_free[:n_free]`` the slots to free.
 
+    ``X_cols`` None and ``X_csc`` given: sparse bins (``partition``).
     ``par`` is the thread plan (``thread_plan``; None: every kernel on one thread),
     ``is_cat`` None for data without categorical features, ``packed`` and the histogram
     layout as ``build`` (what is None is left out of the compiled code).
@@ -341,7 +356,7 @@ def split_nodes(layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, 
             batch_columns(t, t_bits, batch, feature_missing_bin)
         nleft = np.empty(m, np.int64)
         partition(X_cols, idx, tmp, starts, stops, feature, bin_, default_left, f_missing,
-                  p_bits, par, nleft)
+                  p_bits, par, nleft, X_csc)
         child_rows = local_child_rows(starts, stops, nleft)   # one shard: local = global
         child_slot = np.empty(2 * m, np.int64)
         b_start, b_stop, b_slot, sub = plan_children(starts, stops, nleft, child_rows,

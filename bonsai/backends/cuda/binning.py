@@ -36,6 +36,10 @@ def prepare(data):
     hit = cache.get("cuda")
     if hit is not None and hit.X_cols is data.X_cols and hit.bin_mapper is data.bin_mapper:
         return hit
+    if not isinstance(data.X_cols, np.ndarray):     # bonsai.sparse.SparseBins
+        raise ValueError("device='cuda' trains on dense input only; this Dataset was built "
+                         "from a scipy.sparse matrix (train it with device='cpu', or pass "
+                         "a dense array)")
     with stage("upload"):
         X_dev = cuda.to_device(np.ascontiguousarray(data.X_cols.T))
     out = CudaData(data.X_cols, X_dev, data.bin_mapper, data)
