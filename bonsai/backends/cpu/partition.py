@@ -11,9 +11,35 @@ per row from a contiguous column, instead of one cache line per row from the
 row-major matrix.
 """
 import numpy as np
-from numba import prange
+from numba import njit, prange
 
 from ._jit import parallel_kernel
+
+
+@njit(cache=True, nogil=True)
+def task_places(task_node, task_start, task_stop, task_nleft, out_node_nleft):
+    """The partition's serial prefix sums: each node's left count into
+    ``out_node_nleft``, and where each task's left and right rows go (a node's tasks
+    follow each other: its left rows from its start, its right rows after all of
+    them).  Returns (left_pos, right_pos), each (T,) int64."""
+    n_tasks = task_start.shape[0]
+    left_pos = np.empty(n_tasks, np.int64)
+    right_pos = np.empty(n_tasks, np.int64)
+    out_node_nleft[:] = 0
+    for t in range(n_tasks):
+        out_node_nleft[task_node[t]] += task_nleft[t]
+    t = 0
+    while t < n_tasks:
+        nd = task_node[t]
+        lp = task_start[t]
+        rp = lp + out_node_nleft[nd]
+        while t < n_tasks and task_node[t] == nd:
+            left_pos[t] = lp
+            right_pos[t] = rp
+            lp += task_nleft[t]
+            rp += (task_stop[t] - task_start[t]) - task_nleft[t]
+            t += 1
+    return left_pos, right_pos
 
 
 @parallel_kernel
@@ -43,7 +69,6 @@ def partition_nodes(X_cols, idx, tmp, task_node, task_start, task_stop, thread_p
     task_nleft : (T,) int64, scratch
     out_node_nleft : (m,) int64, OUT -- rows sent left per node
     """
-    n_tasks = task_start.shape[0]
     n_threads = thread_ptr.shape[0] - 1
     one = np.uintp(1)
     for j in prange(n_threads):
@@ -84,22 +109,8 @@ def partition_nodes(X_cols, idx, tmp, task_node, task_start, task_stop, thread_p
                 rp -= one - gl
             task_nleft[t] = np.int64(lp) - task_start[t]
     # serial prefix sums: where each task's left and right rows go
-    left_pos = np.empty(n_tasks, np.int64)
-    right_pos = np.empty(n_tasks, np.int64)
-    out_node_nleft[:] = 0
-    for t in range(n_tasks):
-        out_node_nleft[task_node[t]] += task_nleft[t]
-    t = 0
-    while t < n_tasks:
-        nd = task_node[t]
-        lp = task_start[t]
-        rp = lp + out_node_nleft[nd]
-        while t < n_tasks and task_node[t] == nd:
-            left_pos[t] = lp
-            right_pos[t] = rp
-            lp += task_nleft[t]
-            rp += (task_stop[t] - task_start[t]) - task_nleft[t]
-            t += 1
+    left_pos, right_pos = task_places(task_node, task_start, task_stop, task_nleft,
+                                      out_node_nleft)
     for j in prange(n_threads):
         for t in range(thread_ptr[j], thread_ptr[j + 1]):
             a = np.uintp(task_start[t])

@@ -19,6 +19,7 @@ from numba import njit, prange
 
 from ._jit import parallel_kernel
 from .binning import _bin_of, _distinct, greedy_thresholds
+from .partition import task_places
 from .predict import _in_set
 
 _ROWS = 1024
@@ -202,7 +203,6 @@ def partition_nodes_csc(col_ptr, col_rows, col_bins, zero_bin, idx, tmp, task_no
     node's ascending rows (a binary search where the rows step back), or the zero bin.
     Same arguments and results as the dense kernel, ``X_cols`` replaced by the store
     (``col_ptr``, ``col_rows``, ``col_bins``, ``zero_bin``)."""
-    n_tasks = task_start.shape[0]
     n_threads = thread_ptr.shape[0] - 1
     for j in prange(n_threads):
         for t in range(thread_ptr[j], thread_ptr[j + 1]):
@@ -244,22 +244,8 @@ def partition_nodes_csc(col_ptr, col_rows, col_bins, zero_bin, idx, tmp, task_no
                     rp -= 1
                     tmp[rp] = idx[i]
             task_nleft[t] = lp - task_start[t]
-    left_pos = np.empty(n_tasks, np.int64)
-    right_pos = np.empty(n_tasks, np.int64)
-    out_node_nleft[:] = 0
-    for t in range(n_tasks):
-        out_node_nleft[task_node[t]] += task_nleft[t]
-    t = 0
-    while t < n_tasks:
-        nd = task_node[t]
-        lp = task_start[t]
-        rp = lp + out_node_nleft[nd]
-        while t < n_tasks and task_node[t] == nd:
-            left_pos[t] = lp
-            right_pos[t] = rp
-            lp += task_nleft[t]
-            rp += (task_stop[t] - task_start[t]) - task_nleft[t]
-            t += 1
+    left_pos, right_pos = task_places(task_node, task_start, task_stop, task_nleft,
+                                      out_node_nleft)
     for j in prange(n_threads):
         for t in range(thread_ptr[j], thread_ptr[j + 1]):
             a = task_start[t]
