@@ -7,8 +7,9 @@ the CSR input included):
   ``--nnz`` non-zeros a row (default 1M x 100k, 50 a row: 600 MB as float64 CSR,
   800 GB dense); the label is a noisy threshold of a weighted sum over a fifth of the
   features.  The last 10% of rows is the test set.
-* ``agaricus``: XGBoost's demo data (LibSVM, ``../shared/data/xgboost-demo`` or
-  ``--agaricus DIR``), train and test files.
+* ``agaricus``: XGBoost's demo data (LibSVM), the repository's gzipped copies in
+  ``tests/data`` (``agaricus.txt.train.gz``, ``agaricus.txt.test.gz``), or the
+  ``agaricus.txt.{train,test}[.gz]`` files of ``--agaricus DIR``.
 
 Each run prints fit time (Dataset construction + training), predict time on the test
 rows, the process's peak RSS (``ru_maxrss``) and the peak above the RSS once the data
@@ -59,10 +60,16 @@ def generated(n, f, k, seed=7):
     return X[:cut], y[:cut], X[cut:], y[cut:]
 
 
+def _libsvm(folder, name):
+    """``folder/name``, or its gzipped copy ``name.gz`` (scikit-learn reads either)."""
+    path = Path(folder) / name
+    return str(path if path.exists() else path.with_name(name + ".gz"))
+
+
 def agaricus(folder):
     from sklearn.datasets import load_svmlight_files
-    Xa, ya, Xb, yb = load_svmlight_files([str(Path(folder) / "agaricus.txt.train"),
-                                          str(Path(folder) / "agaricus.txt.test")])
+    Xa, ya, Xb, yb = load_svmlight_files([_libsvm(folder, "agaricus.txt.train"),
+                                          _libsvm(folder, "agaricus.txt.test")])
     return Xa.tocsr(), ya, Xb.tocsr(), yb
 
 
@@ -140,7 +147,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--timeout", type=int, default=3600)
-    ap.add_argument("--agaricus", default=str(REPO.parent / "shared/data/xgboost-demo"))
+    ap.add_argument("--agaricus", default=str(REPO / "tests" / "data"))
     ap.add_argument("--json")
     ap.add_argument("--worker", choices=LIBS)
     ap.add_argument("--warmup", action="store_true", help="one untimed bonsai run first "
