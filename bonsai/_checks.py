@@ -56,7 +56,9 @@ def _as_str_seq(v):
     return True, tuple(str(s) for s in v)
 
 
-def _as_feature_seq(v):
+def _as_seq(v, converters):
+    """(ok, tuple) of a 1-D list / tuple / array whose items each pass the first of
+    ``converters`` that accepts them (each returns (ok, value))."""
     if isinstance(v, np.ndarray):
         if v.ndim != 1:
             return False, None
@@ -65,29 +67,22 @@ def _as_feature_seq(v):
         return False, None
     out = []
     for item in v:
-        ok, x = _as_int(item)
-        if not ok:
-            ok, x = _as_str(item)
-        if not ok:
+        for conv in converters:
+            ok, x = conv(item)
+            if ok:
+                break
+        else:
             return False, None
         out.append(x)
     return True, tuple(out)
+
+
+def _as_feature_seq(v):
+    return _as_seq(v, (_as_int, _as_str))
 
 
 def _as_float_seq(v):
-    if isinstance(v, np.ndarray):
-        if v.ndim != 1:
-            return False, None
-        v = v.tolist()
-    if not isinstance(v, (list, tuple)):
-        return False, None
-    out = []
-    for item in v:
-        ok, x = _as_float(item)
-        if not ok:
-            return False, None
-        out.append(x)
-    return True, tuple(out)
+    return _as_seq(v, (_as_float,))
 
 
 _TYPE_TAGS: dict[str, tuple[Callable[[Any], tuple[bool, Any]], str]] = {

@@ -25,6 +25,7 @@ The CPU fallback: a fit whose categorical features do not fit the device scan
 (``builder.fits_device``) trains with the CPU builder, after one warning.  Over
 several data shards (``bonsai.dask``) the CUDA backend is refused with a clear error.
 """
+import time
 import warnings
 
 from ._device import SIM
@@ -51,6 +52,7 @@ from . import _profile  # noqa: E402
 from .binning import CudaData, prepare  # noqa: E402
 from .builder import TreeBuilder, fits_device  # noqa: E402
 from .resident import scores  # noqa: E402
+from .split import MAX_CAT_BINS  # noqa: E402
 
 __all__ = ["CudaData", "TreeBuilder", "add_leaf_values", "fill_range", "leaf_sums",
            "leaf_weights", "predict_binned_add", "predict_leaf", "predict_oblivious",
@@ -92,16 +94,11 @@ def tree_builder(data, n_threads, pool_capacity, quantized, settings, cat, min_c
                          "(bonsai.dask) runs on device='cpu'")
     if not fits_device(data.bin_mapper):
         warnings.warn("device='cuda': a categorical feature has more value bins than the "
-                      f"device split scan holds ({_split_max()}); this fit trains on the "
+                      f"device split scan holds ({MAX_CAT_BINS}); this fit trains on the "
                       "CPU", FallbackWarning, stacklevel=3)
-        t0 = _profile.time.perf_counter()
+        t0 = time.perf_counter()
         out = _cpu.tree_builder(_cpu.prepare(data.source), n_threads, pool_capacity,
                                 quantized, settings, cat, min_child_samples, comm)
-        _profile.add("cpu fallback", _profile.time.perf_counter() - t0)
+        _profile.add("cpu fallback", time.perf_counter() - t0)
         return out
     return TreeBuilder(data, pool_capacity, quantized, settings, cat, min_child_samples)
-
-
-def _split_max():
-    from .split import MAX_CAT_BINS
-    return MAX_CAT_BINS

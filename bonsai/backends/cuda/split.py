@@ -187,19 +187,16 @@ def _scan_numeric(hist, s, base, nv, tg, th, tc, cf, parent, P, out_lsum):
             lc2 += hist[s, base + b, 1]
         lg, lh, lc = _decode(la, lc2, packed, cbits, cf)
         g0 = _split_gain(lg, lh, lc, tg, th, tc, P, lam, parent, plain)
-        if mc == 0:
-            if b == nv - 1:
-                g0 = NEG_INF
-            if g0 > best:
-                best = g0
-                bb = b
-                bdl = 0
-                ba = la
-                bc2 = lc2
-            continue
-        g1 = _split_gain(lg + mg, lh + mh, lc + mc, tg, th, tc, P, lam, parent, plain)
-        if b == nv - 1:
-            g1 = NEG_INF
+        # the last threshold sends every value left: with no missing values that is no
+        # split (and there is no missing-left candidate); with them only missing-right
+        # splits there, missing-left would send every row left
+        g1 = NEG_INF
+        if mc != 0:
+            if b < nv - 1:
+                g1 = _split_gain(lg + mg, lh + mh, lc + mc, tg, th, tc, P, lam, parent,
+                                 plain)
+        elif b == nv - 1:
+            g0 = NEG_INF
         if g0 > best:
             best = g0
             bb = b
