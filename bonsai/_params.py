@@ -53,7 +53,11 @@ __all__ = [
 OBJECTIVES = (
     "squared_error", "absolute_error", "huber", "quantile", "poisson",
     "gamma", "tweedie", "binary", "multiclass", "lambdarank", "rank_xendcg", "rank_pairwise",
+    "multi_squared_error", "multilabel_binary",
 )
+#: objectives with several outputs per row (the ones ``multi_strategy`` applies to)
+MULTI_OUTPUT_OBJECTIVES = ("multiclass", "multi_squared_error", "multilabel_binary")
+MULTI_STRATEGIES = ("one_output_per_tree", "multi_output_tree")
 RANK_OBJECTIVES = ("lambdarank", "rank_xendcg", "rank_pairwise")
 #: parameters read only by the ranking objectives: recorded in a model (Params.to_dict)
 #: only when its objective is one of them, so other models' files are unchanged
@@ -196,6 +200,11 @@ PARAM_TABLE: tuple[ParamSpec, ...] = (
     ParamSpec("grad_quant_bins", ("int",), 32, Interval(2, 1 << 15),
               "With quantized_grad: gradients become integers in [-grad_quant_bins, "
               "grad_quant_bins] (hessians in [0, grad_quant_bins])."),
+    ParamSpec("multi_strategy", ("str",), "one_output_per_tree", Choices(MULTI_STRATEGIES),
+              "Several outputs (multiclass, multi-output regression, multi-label): one "
+              "tree per output per round, or 'multi_output_tree': one tree per round "
+              "with a vector of every output's value in each leaf (XGBoost's name; the "
+              "gain sums over the outputs)."),
     ParamSpec("device", ("str",), "cpu", DeviceCheck(),
               "Compute device: one of bonsai.backends.available()."),
     ParamSpec("verbosity", ("int",), 1, Interval(0, 3),
@@ -263,6 +272,7 @@ class Params:
     max_ctr_combinations: int
     quantized_grad: bool
     grad_quant_bins: int
+    multi_strategy: str
     device: str
     verbosity: int
     # The user's (unresolved) input, so that replace() re-resolves correctly.
@@ -274,7 +284,7 @@ class Params:
         Excludes ``n_threads`` (a property of the machine, not the model).
         Tuples become lists so the dict round-trips through JSON unchanged.
         The ranking parameters (``RANK_PARAMS``) are left out unless the objective
-        is a ranking one.
+        is a ranking one, and ``multi_strategy`` unless it is ``multi_output_tree``.
         A callable ``objective`` is returned as is; serialisers must replace
         it. ``validate_params(p.to_dict())`` reproduces ``p`` (up to
         ``n_threads``).
@@ -284,6 +294,8 @@ class Params:
         for name in PARAM_NAMES:
             if name == "n_threads" or (name in RANK_PARAMS and not ranking):
                 continue
+            if name == "multi_strategy" and self.multi_strategy == "one_output_per_tree":
+                continue    # the default: model files of one-output-per-tree fits unchanged
             v = getattr(self, name)
             out[name] = list(v) if isinstance(v, tuple) else v
         return out
