@@ -187,10 +187,14 @@ def test_to_dict_excludes_n_threads_and_round_trips():
                          "categorical_features": [3]})
     d = p.to_dict()
     assert "n_threads" not in d
-    # the ranking parameters are recorded for ranking objectives only
-    assert set(d) == set(PARAM_NAMES) - {"n_threads"} - set(RANK_PARAMS)
+    # the ranking parameters are recorded for ranking objectives only, multi_strategy
+    # only when it is not the default
+    assert set(d) == set(PARAM_NAMES) - {"n_threads", "multi_strategy"} - set(RANK_PARAMS)
     ranking = validate_params({"objective": "lambdarank", "label_gain": [0, 1, 3]}).to_dict()
-    assert set(ranking) == set(PARAM_NAMES) - {"n_threads"}
+    assert set(ranking) == set(PARAM_NAMES) - {"n_threads", "multi_strategy"}
+    vec = validate_params({"objective": "multiclass", "num_class": 3,
+                           "multi_strategy": "multi_output_tree"}).to_dict()
+    assert vec["multi_strategy"] == "multi_output_tree"
     assert ranking["label_gain"] == [0.0, 1.0, 3.0]
     assert json.loads(json.dumps(d)) == d
     q = validate_params(json.loads(json.dumps(d)))
