@@ -16,7 +16,7 @@ import numpy as np
 
 from . import comm as _comm_mod
 from ._dtypes import GRAD, IDX
-from ._params import RANK_OBJECTIVES, validate_params
+from ._params import MULTI_OUTPUT_OBJECTIVES, RANK_OBJECTIVES, validate_params
 from ._profile import report, stage
 from ._threads import resolve_n_threads, thread_context
 from .backends import get_backend
@@ -167,14 +167,15 @@ def train(params, train_set, num_boost_round=None, valid_sets=None, valid_names=
     if len(names) != len(valid_sets or []):
         raise ValueError("valid_names must name every valid set")
     n_threads = resolve_n_threads(p.n_threads)
-    backend = get_backend(p.device)
+    vector = _check_vector(p, objective, k_out, train_set, init_model)
+    backend = _vector_backend(p) if vector else get_backend(p.device)
     with thread_context(n_threads) as used_threads:
         evals = [_EvalSet(nm, ds, train_set, booster.base_score, k_out, init_model)
                  for nm, ds in zip(names, valid_sets or [])]
         _check_eval_groups(evals, metrics)
         segs, n_all = _comm_mod.segments(comm, n, _global_rows(train_set))
         grower, enc = _grower(p, backend, train_set, y, objective, k_out, booster, evals,
-                              init_model, used_threads, comm)
+                              init_model, used_threads, comm, k_out if vector else None)
         rounds = _boost(p, booster, objective, grower, backend, y, w, raw, evals,
                         metrics, callbacks, k_out, enc, comm, segs, n_all)
         if _stepwise:
@@ -184,6 +185,46 @@ def train(params, train_set, num_boost_round=None, valid_sets=None, valid_names=
                 next(rounds)
             except StopIteration as done:
                 return done.value
+
+
+def _check_vector(p, objective, k_out, train_set, init_model):
+    """Whether the fit grows vector leaves (``multi_strategy="multi_output_tree"``),
+    with a ValueError for what they cannot train."""
+    if init_model is not None and getattr(init_model, "multi_strategy",
+                                          "one_output_per_tree") != p.multi_strategy:
+        raise ValueError(f"multi_strategy={p.multi_strategy!r} differs from init_model's "
+                         f"{getattr(init_model, 'multi_strategy', 'one_output_per_tree')!r}; "
+                         "continued training keeps the model's strategy")
+    if p.multi_strategy != "multi_output_tree":
+        return False
+    if not (objective.name in MULTI_OUTPUT_OBJECTIVES
+            or (objective.name == "custom" and k_out > 1)):
+        raise ValueError(f"multi_strategy='multi_output_tree' needs an objective with several "
+                         f"outputs per row ({', '.join(MULTI_OUTPUT_OBJECTIVES)}, or a custom "
+                         f"one with num_class >= 2); objective={objective.name!r} has one "
+                         "output: use multi_strategy='one_output_per_tree'")
+    if p.quantized_grad:
+        raise ValueError("quantized_grad=True is not available with "
+                         "multi_strategy='multi_output_tree' (vector leaves use exact cells)")
+    if p.cat_encoding == "ordered" and train_set.categories is not None:
+        raise ValueError("cat_encoding='ordered' is not available with "
+                         "multi_strategy='multi_output_tree' (its target statistics are per "
+                         "output); use cat_encoding='native'")
+    return True
+
+
+def _vector_backend(p):
+    """The backend of a vector-leaf fit: the CPU's where the device's has no K-output
+    builder (one FallbackWarning)."""
+    backend = get_backend(p.device)
+    if hasattr(backend, "multi_tree_builder"):
+        return backend
+    import warnings
+    from .backends.cuda import FallbackWarning
+    warnings.warn(f"device={p.device!r}: multi_strategy='multi_output_tree' trains on the "
+                  "CPU (the device backend has no vector-leaf builder)", FallbackWarning,
+                  stacklevel=3)
+    return get_backend("cpu")
 
 
 def _bind_queries(p, objective, metrics, train_set, y, comm):
@@ -228,12 +269,12 @@ def _callbacks(callbacks, p):
 
 
 def _grower(p, backend, train_set, y, objective, k_out, booster, evals, init_model,
-            n_threads, comm):
+            n_threads, comm, n_values=None):
     """(the fit's Grower over the backend's prepared data, the ordered encoding or
     None): with ``cat_encoding="ordered"`` the grower trains on the encoding's
     columns, and the eval sets get them too."""
     if not (p.cat_encoding == "ordered" and train_set.categories is not None):
-        return Grower(backend, backend.prepare(train_set), p, n_threads, comm), None
+        return Grower(backend, backend.prepare(train_set), p, n_threads, comm, n_values), None
     if init_model is not None:
         raise ValueError("init_model: continued training with cat_encoding='ordered' "
                          "is not supported (the new trees would need the first "
@@ -311,6 +352,7 @@ def _new_booster(p, objective, train_set, y, w, k_out, init_model, comm=_comm_mo
     booster.objective_params = _objective_params(p)
     booster.params = _recorded_params(p, n_estimators=p.n_estimators)
     booster.grow_policy = p.grow_policy
+    booster.multi_strategy = p.multi_strategy
     booster.categories = train_set.categories
     booster.n_threads = p.n_threads
     if train_set.init_score is not None:
@@ -380,6 +422,10 @@ def _grow_round(p, booster, objective, grower, backend, y, w, raw, evals, grad, 
         mask = np.ones(y.shape[0], bool)
         mask[rows] = False
         oob = np.flatnonzero(mask).astype(IDX)
+    if grower.n_values is not None:
+        _grow_vector(p, booster, objective, grower, backend, evals, it, k_out, comm, n_rows,
+                     n_total, rows, oob, scores)
+        return
     for k in range(k_out):
         with stage("quantize"):
             try:
@@ -418,6 +464,41 @@ def _grow_round(p, booster, objective, grower, backend, y, w, raw, evals, grad, 
                 backend.predict_binned_add(ev.X_cols, ev.rows, tree, grower.bm.missing_bin,
                                            ev.raw[k])
         booster._append(tree if enc is None else enc.to_model(tree), k)
+
+
+def _grow_vector(p, booster, objective, grower, backend, evals, it, k_out, comm, n_rows,
+                 n_total, rows, oob, scores):
+    """One round of vector leaves: every output's cells, ONE tree with K values per
+    node, each output's margins updated from its column."""
+    builder = grower.builder
+    with stage("quantize"):
+        try:
+            scales = scores.quantize_all(builder, n_total, comm)
+        except FloatingPointError:
+            raise ValueError(
+                f"gradients became non-finite at iteration {it} (objective="
+                f"{objective.name!r}): the model diverged; lower learning_rate or set "
+                "max_delta_step") from None
+    idx = builder.idx_buf[:n_rows]
+    if rows is None:
+        scores.fill_range(idx)
+    else:
+        idx[:] = rows
+    tree, leaves, l0, l1 = grower.grow(scales, idx, n_total,
+                                       np.random.default_rng([p.random_state, it, 0]))
+    tree.value[:] *= p.learning_rate
+    for k in range(k_out):
+        view = tree._replace(value=np.ascontiguousarray(tree.value[:, k]))
+        with stage("score_update"):
+            scores.add_leaf_values(k, idx, l0, l1, view.value[leaves])
+            if oob is not None:
+                backend.predict_binned_add(builder.X_cols, oob, view, grower.bm.missing_bin,
+                                           scores.raw[k])
+        with stage("eval_predict"):
+            for ev in evals:
+                backend.predict_binned_add(ev.X_cols, ev.rows, view, grower.bm.missing_bin,
+                                           ev.raw[k])
+    booster._append(tree, 0)
 
 
 def _renew_leaves(objective, tree, leaves, l0, l1, idx, y, w, raw_k, comm, segs=None):

@@ -13,6 +13,10 @@
 * ``oblivious`` splits every node of a level with one shared (feature, bin), chosen by
   the summed gain over the level (CatBoost's symmetric trees).
 
+Vector leaves (``multi_strategy="multi_output_tree"``) are the same loop over the
+backend's K-output builder (``multi_tree_builder``): one tree whose nodes hold K
+values, its gains summed over the outputs.
+
 Backends (cpu now; cuda later) plug in behind the same function names (see
 ``bonsai.backends``): the loop holds the backend's per-fit ``TreeBuilder`` and never
 touches rows itself.  Over several data shards the builder sums counts and
@@ -37,7 +41,7 @@ class Grower:
     """Fit-constant state of the grow loop: the backend's tree builder (binned data,
     histogram pool, buffers), the bin layout, the split constraints and the policy."""
 
-    def __init__(self, backend, data, params, n_threads, comm=LOCAL):
+    def __init__(self, backend, data, params, n_threads, comm=LOCAL, n_values=None):
         bin_mapper = data.bin_mapper
         self.backend = backend
         self.bm = bin_mapper
@@ -58,9 +62,19 @@ class Grower:
         self.cat_cfg = CatSettings.from_params(p)
         self.nodes = NodeTable(2 * p.max_leaves + 1 if p.max_leaves > 0 else 64,
                                bin_mapper.cat_words)
-        self.builder = backend.tree_builder(data, n_threads, self._pool_capacity(p, n_threads),
-                                            p.quantized_grad, self.cfg, self.cat_cfg,
-                                            self.min_child_samples, comm)
+        # ``n_values`` K: vector leaves (multi_strategy="multi_output_tree"), one tree
+        # for K outputs over the backend's K-output builder; None: one output per tree
+        self.n_values = n_values
+        if n_values is None:
+            self.builder = backend.tree_builder(data, n_threads,
+                                                self._pool_capacity(p, n_threads),
+                                                p.quantized_grad, self.cfg, self.cat_cfg,
+                                                self.min_child_samples, comm)
+        else:
+            self.builder = backend.multi_tree_builder(data, n_threads,
+                                                      self._pool_capacity(p, n_threads),
+                                                      n_values, self.cfg, self.cat_cfg,
+                                                      self.min_child_samples, comm)
         self.pool = self.builder.pool
         # over several shards every pass costs a collective round trip: the deepest
         # level goes in passes of up to DISTRIBUTED_CHUNK_BYTES of histograms instead
@@ -335,10 +349,13 @@ class Grower:
         t = nodes.ints[:n]
         left = t[:, LEFT].astype(np.int32)
         right = t[:, RIGHT].astype(np.int32)
-        sums = nodes.sums[:n]
-        cover = sums[:, 1] / scales.hess
-        value = np.empty(n)
-        self.backend.leaf_weights(sums[:, 0] / scales.grad, cover, self.cfg, value)
+        if self.n_values is None:
+            sums = nodes.sums[:n]
+            cover = sums[:, 1] / scales.hess
+            value = np.empty(n)
+            self.backend.leaf_weights(sums[:, 0] / scales.grad, cover, self.cfg, value)
+        else:   # (n, K) values from the builder's full cells
+            value, cover = self.builder.node_values(n)
         count = t[:, COUNT].copy()
         internal = left >= 0
         feature = np.where(internal, t[:, FEATURE], -1).astype(np.int32)

@@ -35,6 +35,11 @@ class HostScores:
         return self.backend.quantize(self.grad[k], self.hess[k], n_total, builder.gh,
                                      quant_bins, seed, comm, segs)
 
+    def quantize_all(self, builder, n_total, comm):
+        """Every output's cells for one vector-leaf tree into the builder's ``gh (n,
+        2K)`` (``backend.quantize_multi``); returns its ``MultiScales``."""
+        return self.backend.quantize_multi(self.grad, self.hess, n_total, builder.gh, comm)
+
     def fill_range(self, idx):
         self.backend.fill_range(idx)
 

@@ -34,7 +34,9 @@ from . import split as _split
 from . import split_cat as _split_cat
 from . import split_level as _split_level
 from . import step as _step
+from . import multi_hist as _multi_hist
 from .builder import HistogramPool, TreeBuilder, _packed
+from .multi_builder import MultiScales, MultiTreeBuilder
 from .layout import CpuData, SparseRows, hist_layout, prepare
 
 __all__ = ["CpuData", "HistogramPool", "SparseRows", "TreeBuilder", "add_leaf_values",
@@ -85,6 +87,35 @@ def tree_builder(data, n_threads, pool_capacity, quantized, settings, cat, min_c
     par = thread_plan(data.n_rows, int(data.bin_mapper.feat_off[-1]), n_threads)
     return TreeBuilder(data, n_threads, par, pool_capacity, quantized, settings, cat,
                        min_child_samples, comm)
+
+
+def multi_tree_builder(data, n_threads, pool_capacity, n_out, settings, cat,
+                       min_child_samples, comm=LOCAL):
+    """The per-fit vector-leaf builder (``multi_builder.MultiTreeBuilder``) of ``data``
+    for ``n_out`` outputs (``multi_strategy="multi_output_tree"``)."""
+    par = thread_plan(data.n_rows, int(data.bin_mapper.feat_off[-1]), n_threads)
+    return MultiTreeBuilder(data, n_threads, par, pool_capacity, n_out, settings, cat,
+                            min_child_samples, comm)
+
+
+def quantize_multi(grad, hess, n_rows, out, comm=LOCAL):
+    """Every output's integer cells for one vector-leaf tree into ``out (n, 2K)``
+    (``multi_hist``'s layout), each output with its own exact fixed-point scales from
+    ``tree_scales`` (over every shard of ``comm``); returns the tree's ``MultiScales``."""
+    n_out = grad.shape[0]
+    sc = np.empty((4, n_out))
+    cb = count_bits(n_rows)
+    for k in range(n_out):
+        m = np.zeros(2)
+        if grad.shape[1]:
+            _pick(_hist.max_abs, _parallel_rows(grad.shape[1], MIN_PARALLEL_MAX_ABS_ROWS))(
+                grad[k], hess[k], m)
+        s = tree_scales(m[0], m[1], 0.0, n_rows, False, 0, comm)
+        sc[:, k] = (s.grad, s.hess, s.inv_grad, s.inv_hess)
+        cb = int(s.count_bits)
+    _pick(_multi_hist.quantize_multi, _parallel_rows(grad.shape[1]))(
+        grad, hess, sc[0].copy(), sc[1].copy(), cb, out)
+    return MultiScales(sc, cb)
 
 
 def scores(builder, objective, params, y, w, raw, grad, hess):

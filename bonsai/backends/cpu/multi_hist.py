@@ -1,0 +1,214 @@
+"""CPU kernels of vector-leaf histograms (``multi_strategy="multi_output_tree"``):
+K-output integer cells, their fill over a level's nodes, sibling subtraction and
+cell sums.
+
+Cells: a row's ``gh[r]`` holds ``C = 2K`` int64 values, ``[g_0, h_0, g_1, h_1, ...]``:
+output k's fixed-point gradient and its packed ``hess * 2**count_bits + 1`` (the
+single-output cell of ``bonsai._dtypes``, once per output, every hessian channel
+carrying the row count).  Each output has its own power-of-two scales (``Scales``
+per output, from ``tree_scales``), so a K = 1 fit has exactly the single-output cells.
+A histogram is ``hist[slot, bin, c]``; every cell is an integer sum, exact in any
+order, so a fill's bits do not depend on threads or on how rows were cut.
+
+The fill (``fill_dense`` / ``fill_sparse``) runs over tasks: a task is one node's
+rows and a contiguous range of its features, and writes only that node's cells of
+those features, so tasks never share a cell and no merge is needed.  Each node of a
+level gets a share of the tasks by its rows (``plan_tasks``), the design document's
+"a share of the threads by its rows".  Each task reads its rows' ``2K`` cells once
+and adds them to its features' bins (row build); over the sparse-rows layout a task
+walks each row's stored entries and keeps those of its features, then restores the
+default bins from the node's totals.
+"""
+import numpy as np
+from numba import njit, prange
+
+from ._jit import parallel_kernel
+
+
+@parallel_kernel
+def quantize_multi(grad, hess, scale_g, scale_h, count_bits, out):
+    """``out[i, 2k] = rint(grad[k, i] * scale_g[k])``, ``out[i, 2k + 1] =
+    rint(hess[k, i] * scale_h[k]) * 2**count_bits + 1`` (the single-output
+    ``quantize_gradients`` per output).
+
+    grad, hess : (K, n) float32, IN ; scale_g, scale_h : (K,) float64 ;
+    out : (n, 2K) int64, OUT
+    """
+    one = np.int64(1)
+    n_out = grad.shape[0]
+    for i in prange(grad.shape[1]):
+        for k in range(n_out):
+            out[i, 2 * k] = np.int64(np.rint(np.float64(grad[k, i]) * scale_g[k]))
+            out[i, 2 * k + 1] = (np.int64(np.rint(np.float64(hess[k, i]) * scale_h[k]))
+                                 << count_bits) + one
+
+
+@njit(cache=True, nogil=True)
+def plan_tasks(starts, stops, n_features, n_threads, min_rows):
+    """Tasks of a fill: (node, first feature, end feature) per task, (T,) int64 each.
+
+    A node of ``r`` rows out of the level's ``R`` gets ``round(n_threads * r / R)``
+    tasks (at least 1, at most ``n_features``, 1 below ``min_rows`` rows), each a
+    contiguous, near-equal range of the features."""
+    m = starts.shape[0]
+    total = np.int64(0)
+    for i in range(m):
+        total += stops[i] - starts[i]
+    share = np.ones(m, np.int64)
+    n_tasks = np.int64(0)
+    for i in range(m):
+        rows = stops[i] - starts[i]
+        if n_threads > 1 and rows >= min_rows and total > 0:
+            s = (2 * n_threads * rows + total) // (2 * total)
+            share[i] = max(np.int64(1), min(np.int64(n_features), s))
+        n_tasks += share[i]
+    node = np.empty(n_tasks, np.int64)
+    f0 = np.empty(n_tasks, np.int64)
+    f1 = np.empty(n_tasks, np.int64)
+    t = 0
+    for i in range(m):
+        s = share[i]
+        for j in range(s):
+            node[t] = i
+            f0[t] = (n_features * j) // s
+            f1[t] = (n_features * (j + 1)) // s
+            t += 1
+    return node, f0, f1
+
+
+@parallel_kernel
+def fill_dense(X, width, n_rows, feat_off, gh, idx, starts, stops, slots, t_node, t_f0, t_f1,
+               hist):
+    """Fill ``hist[slots[i]]`` from rows ``idx[starts[i]:stops[i]]`` over the dense
+    blocked bins ``X`` (value (r, f) at ``X[(f // width) * n_rows + r, f % width]``,
+    ``bonsai.backends.cpu.layout``), one task (node ``t_node[t]``, features
+    ``t_f0[t]:t_f1[t]``) per loop iteration.  The tasks' cells are zeroed first."""
+    n_chan = gh.shape[1]
+    for t in prange(t_node.shape[0]):
+        i = t_node[t]
+        H = hist[slots[i]]
+        fa = t_f0[t]
+        fb = t_f1[t]
+        for b in range(feat_off[fa], feat_off[fb]):
+            for c in range(n_chan):
+                H[b, c] = 0
+        w = fb - fa
+        row_off = np.empty(w, np.int64)      # where feature fa + q's block starts in X
+        col = np.empty(w, np.int64)
+        for q in range(w):
+            row_off[q] = ((fa + q) // width) * n_rows
+            col[q] = (fa + q) % width
+        fo = feat_off[fa:fb]
+        for j in range(starts[i], stops[i]):
+            r = np.int64(idx[j])
+            for q in range(w):
+                b = fo[q] + np.int64(X[row_off[q] + r, col[q]])
+                for c in range(n_chan):
+                    H[b, c] += gh[r, c]
+
+
+@parallel_kernel
+def fill_sparse(ptr, gidx, default_bin, feat_off, gh, idx, starts, stops, slots, t_node, t_f0,
+                t_f1, hist):
+    """``fill_dense`` over the sparse-rows layout: row r lists the global bins of its
+    cells outside the features' default bins in ``gidx[ptr[r]:ptr[r+1]]``; a task adds
+    the entries of its features, sums its rows' cells, and sets each feature's
+    default bin to the node total minus the feature's other bins (exact: integers)."""
+    n_chan = gh.shape[1]
+    for t in prange(t_node.shape[0]):
+        i = t_node[t]
+        H = hist[slots[i]]
+        fa = t_f0[t]
+        fb = t_f1[t]
+        lo = feat_off[fa]
+        hi = feat_off[fb]
+        for b in range(lo, hi):
+            for c in range(n_chan):
+                H[b, c] = 0
+        tot = np.zeros(n_chan, np.int64)
+        for j in range(starts[i], stops[i]):
+            r = np.int64(idx[j])
+            for c in range(n_chan):
+                tot[c] += gh[r, c]
+            for e in range(ptr[r], ptr[r + 1]):
+                b = np.int64(gidx[e])
+                if b >= lo and b < hi:
+                    for c in range(n_chan):
+                        H[b, c] += gh[r, c]
+        for f in range(fa, fb):
+            d = feat_off[f] + default_bin[f]
+            for c in range(n_chan):
+                s = tot[c]
+                for b in range(feat_off[f], feat_off[f + 1]):
+                    if b != d:
+                        s -= H[b, c]
+                H[d, c] = s
+
+
+@parallel_kernel
+def subtract(hist, dst, src):
+    """``hist[dst[i]] -= hist[src[i]]`` (the larger child = parent - smaller child)."""
+    n_bins = hist.shape[1]
+    n_chan = hist.shape[2]
+    chunk = 4096
+    per = (n_bins + chunk - 1) // chunk
+    for t in prange(dst.shape[0] * per):
+        i = t // per
+        a = (t % per) * chunk
+        b = min(n_bins, a + chunk)
+        D = hist[dst[i]]
+        S = hist[src[i]]
+        for q in range(a, b):
+            for c in range(n_chan):
+                D[q, c] -= S[q, c]
+
+
+@njit(cache=True, nogil=True)
+def node_cells(H, feat_off, out):
+    """A node's total cells ``out (C,)``: the sum of feature 0's bins (every feature's
+    bins, its missing bin included, add up to the node total)."""
+    for c in range(out.shape[0]):
+        out[c] = 0
+    for b in range(feat_off[0], feat_off[1]):
+        for c in range(out.shape[0]):
+            out[c] += H[b, c]
+
+
+@njit(cache=True, nogil=True)
+def range_cells(hist, slots, lo, hi, extra, out):
+    """Cells of bins ``lo..hi-1`` (plus bin ``extra`` when >= 0) per slot, ``out (m, C)``."""
+    for i in range(slots.shape[0]):
+        H = hist[slots[i]]
+        for c in range(out.shape[1]):
+            out[i, c] = 0
+        for b in range(lo, hi):
+            for c in range(out.shape[1]):
+                out[i, c] += H[b, c]
+        if extra >= 0:
+            for c in range(out.shape[1]):
+                out[i, c] += H[extra, c]
+
+
+@njit(cache=True, nogil=True)
+def bits_cells(hist, slots, base, nv, bits, out):
+    """Cells of the value bins ``base + b`` whose bit ``b`` is set in ``bits`` (uint64
+    words), per slot, ``out (m, C)``."""
+    for i in range(slots.shape[0]):
+        H = hist[slots[i]]
+        for c in range(out.shape[1]):
+            out[i, c] = 0
+        for b in range(nv):
+            if (bits[b >> 6] >> np.uint64(b & 63)) & np.uint64(1):
+                for c in range(out.shape[1]):
+                    out[i, c] += H[base + b, c]
+
+
+@njit(cache=True, nogil=True)
+def decode3(cells, count_bits, out):
+    """The single-output (grad, hess, count) triple of output 0 of ``cells (m, C)``
+    (the node table's ``sums`` columns), ``out (m, 3)``."""
+    mask = (np.int64(1) << count_bits) - 1
+    for i in range(cells.shape[0]):
+        out[i, 0] = cells[i, 0]
+        out[i, 1] = cells[i, 1] >> count_bits
+        out[i, 2] = cells[i, 1] & mask

@@ -1,0 +1,185 @@
+"""Vector leaves (``multi_strategy="multi_output_tree"``): training.
+
+One tree per round whose nodes hold K values, grown over K-output integer cells
+(``backends/cpu/multi_*``).  Checked here: the root's gain, split and leaf values
+against a NumPy reference; identical trees at 1 and 2 threads for every grower (with
+the parallel thresholds lowered so the parallel kernels run on small data); the
+training margins equal the predictions of the equivalent one-output-per-tree model;
+accuracy against one tree per class; the clear errors.
+"""
+import hashlib
+
+import numpy as np
+import pytest
+
+import bonsai
+from bonsai.backends.cpu import multi_builder
+from bonsai.booster import Booster
+
+K = 3
+
+
+def _data(n=1500, f=5, seed=0, nan=0.1):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, f))
+    X[rng.random((n, f)) < nan] = np.nan
+    s = np.nan_to_num(X[:, 0]) + 0.5 * np.nan_to_num(X[:, 1]) ** 2 + rng.normal(0, .5, n)
+    y = np.digitize(s, [0.0, 1.0])
+    return X, y
+
+
+def _params(**kw):
+    p = {"objective": "multiclass", "num_class": K, "multi_strategy": "multi_output_tree",
+         "n_estimators": 8, "learning_rate": 0.3}
+    p.update(kw)
+    return p
+
+
+def _expanded(b):
+    """The one-output-per-tree model of vector model ``b``: round r holds tree r's K
+    scalar trees."""
+    out = Booster()
+    out.__dict__.update({k: v for k, v in b.__dict__.items()})
+    out.multi_strategy = "one_output_per_tree"
+    trees = list(b.trees)
+    out.trees, out.tree_class = [], []
+    for t in trees:
+        for k in range(b.n_outputs):
+            out.trees.append(t._replace(value=np.ascontiguousarray(t.value[:, k])))
+            out.tree_class.append(k)
+    out._cache = out._device = None
+    return out
+
+
+def _tree_hash(b):
+    h = hashlib.sha256()
+    for t in b.trees:
+        for name in ("feature", "threshold", "bin_threshold", "default_left", "left", "right",
+                     "value", "gain", "cover", "count"):
+            h.update(np.ascontiguousarray(getattr(t, name)).tobytes())
+        if t.cat_ptr is not None:
+            h.update(t.cat_ptr.tobytes() + t.cat_words.tobytes())
+    return h.hexdigest()
+
+
+def test_root_split_and_leaves_equal_numpy_reference():
+    X, y = _data(n=400, f=3, nan=0.15)
+    ds = bonsai.Dataset(X, label=y, max_bin=16)
+    lam = 0.7
+    b = bonsai.train(_params(n_estimators=1, max_depth=1, learning_rate=1.0, reg_lambda=lam,
+                             min_child_samples=1, min_child_weight=0.0), ds)
+    tree = b.trees[0]
+    assert tree.value.shape == (3, K)
+    # gradients of softmax at the base score, in float32 as the objective writes them
+    p = np.exp(b.base_score - b.base_score.max())
+    p /= p.sum()
+    onehot = np.eye(K)[y]
+    g = (np.broadcast_to(p, (len(y), K)) - onehot).astype(np.float32).astype(np.float64)
+    obj = bonsai.objectives.get_objective("multiclass", {"num_class": K})
+    grad = np.empty((K, len(y)), np.float32)
+    hess = np.empty((K, len(y)), np.float32)
+    raw = np.repeat(b.base_score[:, None], len(y), axis=1)
+    obj.grad_hess(y, raw, None, grad, hess)
+    g = grad.T.astype(np.float64)
+    h = hess.T.astype(np.float64)
+    bins = ds.X_cols
+    bm = ds.bin_mapper
+
+    def score(G, H):
+        return np.sum(G * G / (H + lam))
+
+    best = (-np.inf, None)
+    parent = score(g.sum(0), h.sum(0))
+    for f in range(X.shape[1]):
+        nv = int(bm.n_value_bins[f])
+        miss = bins[f] == bm.missing_bin[f]
+        for bb in range(nv):
+            for dl in (0, 1):
+                left = (bins[f] <= bb) & ~miss
+                if dl:
+                    left |= miss
+                if dl and not miss.any():
+                    continue
+                if left.all() or not left.any():
+                    continue
+                gain = score(g[left].sum(0), h[left].sum(0)) + score(
+                    g[~left].sum(0), h[~left].sum(0)) - parent
+                if gain > best[0] * (1 + 1e-12) + 1e-12:
+                    best = (gain, (f, bb, dl), left)
+    gain, (f, bb, dl), left = best
+    assert tree.feature[0] == f and tree.bin_threshold[0] == bb and tree.default_left[0] == dl
+    np.testing.assert_allclose(tree.gain[0], gain, rtol=1e-9)
+    for child, rows in ((tree.left[0], left), (tree.right[0], ~left)):
+        want = -g[rows].sum(0) / (h[rows].sum(0) + lam)
+        np.testing.assert_allclose(tree.value[child], want, rtol=1e-9, atol=1e-12)
+        assert tree.count[child] == rows.sum()
+        np.testing.assert_allclose(tree.cover[child], h[rows].sum(), rtol=1e-9)
+
+
+@pytest.fixture
+def parallel_everywhere(monkeypatch):
+    """The vector builder's parallel paths on small data."""
+    monkeypatch.setattr(multi_builder, "MIN_TASK_ROWS", 16)
+    monkeypatch.setattr(multi_builder, "MIN_PARALLEL_CELLS", 0)
+
+
+@pytest.mark.parametrize("policy", ["depthwise", "leafwise", "oblivious"])
+def test_identical_trees_at_1_and_2_threads(policy, parallel_everywhere):
+    X, y = _data(n=2000, f=6, seed=3)
+    Xc = X.copy()
+    Xc[:, 5] = np.floor(np.abs(np.nan_to_num(X[:, 5])) * 3) % 7   # a categorical column
+    ds = bonsai.Dataset(Xc, label=y, categorical_features=[5])
+    kw = dict(grow_policy=policy, subsample=0.8, colsample_bynode=0.8 if policy != "oblivious"
+              else 1.0, min_data_per_group=5, max_cat_to_onehot=2)
+    h1 = _tree_hash(bonsai.train(_params(n_threads=1, **kw), ds))
+    h2 = _tree_hash(bonsai.train(_params(n_threads=2, **kw), ds))
+    h2b = _tree_hash(bonsai.train(_params(n_threads=2, **kw), ds))
+    assert h1 == h2 == h2b
+
+
+@pytest.mark.parametrize("policy", ["depthwise", "leafwise", "oblivious"])
+def test_training_margins_are_the_expanded_models_predictions(policy):
+    X, y = _data(n=1200, seed=5)
+    ds = bonsai.Dataset(X, label=y)
+    Xv, yv = _data(n=300, seed=6)
+    dv = bonsai.Dataset(Xv, label=yv, reference=ds)
+    b = bonsai.train(_params(grow_policy=policy, subsample=0.7, eval_metric=["mlogloss"]), ds,
+                     valid_sets=[dv])
+    assert all(t.value.shape[1] == K for t in b.trees) and len(b.trees) == 8
+    ref = _expanded(b)
+    pred = ref.predict(Xv)
+    logloss = -np.mean(np.log(pred[np.arange(len(yv)), yv]))
+    assert b.evals_result["valid_0"]["mlogloss"][-1] == pytest.approx(logloss, rel=1e-12)
+
+
+def test_vector_leaves_learn_as_well_as_one_tree_per_class():
+    X, y = _data(n=3000, seed=7)
+    Xt, yt = _data(n=2000, seed=8)
+    ds = bonsai.Dataset(X, label=y)
+    out = {}
+    for strategy in ("multi_output_tree", "one_output_per_tree"):
+        b = bonsai.train(_params(multi_strategy=strategy, n_estimators=40, learning_rate=0.1),
+                         ds)
+        m = b if strategy == "one_output_per_tree" else _expanded(b)
+        p = m.predict(Xt)
+        out[strategy] = -np.mean(np.log(p[np.arange(len(yt)), yt]))
+    base = -np.mean(np.log(np.bincount(y, minlength=K)[yt] / len(y)))
+    assert out["multi_output_tree"] < 0.75 * base
+    assert out["multi_output_tree"] < out["one_output_per_tree"] + 0.03
+
+
+def test_clear_errors():
+    X, y = _data(n=200)
+    ds = bonsai.Dataset(X, label=(y > 0).astype(float))
+    with pytest.raises(ValueError, match="multi_strategy='multi_output_tree' needs an objective"):
+        bonsai.train({"objective": "binary", "multi_strategy": "multi_output_tree",
+                      "n_estimators": 2}, ds)
+    ds3 = bonsai.Dataset(X, label=y)
+    with pytest.raises(ValueError, match="quantized_grad"):
+        bonsai.train(_params(quantized_grad=True), ds3)
+    one = bonsai.train({"objective": "multiclass", "num_class": K, "n_estimators": 2}, ds3)
+    with pytest.raises(ValueError, match="init_model"):
+        bonsai.train(_params(n_estimators=2), ds3, init_model=one)
+    with pytest.raises(ValueError, match="multi_strategy"):
+        bonsai.train(_params(multi_strategy="vector"), ds3)
+    assert isinstance(one, Booster)
