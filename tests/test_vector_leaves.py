@@ -183,3 +183,38 @@ def test_clear_errors():
     with pytest.raises(ValueError, match="multi_strategy"):
         bonsai.train(_params(multi_strategy="vector"), ds3)
     assert isinstance(one, Booster)
+
+
+@pytest.mark.parametrize("policy", ["depthwise", "leafwise", "oblivious"])
+def test_csr_input_grows_the_dense_trees(policy):
+    import scipy.sparse as sp
+    rng = np.random.default_rng(1)
+    X = sp.random(2000, 40, density=0.1, format="csr", random_state=1,
+                  data_rvs=lambda k: rng.integers(1, 5, k).astype(float))
+    y = (np.asarray(X[:, :3].sum(1)).ravel() * 2).astype(int) % K
+    p = _params(grow_policy=policy, min_child_samples=5)
+    assert (_tree_hash(bonsai.train(p, bonsai.Dataset(X, label=y)))
+            == _tree_hash(bonsai.train(p, bonsai.Dataset(X.toarray(), label=y))))
+
+
+@pytest.mark.parametrize("policy", ["depthwise", "leafwise", "oblivious"])
+def test_two_shards_grow_the_one_shard_trees(policy):
+    from fake_comm import run_ranks
+    X, y = _data(n=1400, seed=11)
+    ds = bonsai.Dataset(X, label=y)
+    p = _params(grow_policy=policy, subsample=0.8, n_threads=1, min_child_samples=5)
+    one = _tree_hash(bonsai.train(p, ds))
+    shards = [ds.subset(np.arange(0, 600)), ds.subset(np.arange(600, 1400))]
+    results, group = run_ranks(2, lambda comm, r: _tree_hash(
+        bonsai.train(p, shards[r], _comm=comm)))
+    assert results == [one, one] and group.calls > 0
+
+
+def test_cuda_device_trains_vector_leaves_on_the_cpu_with_a_warning():
+    from bonsai.backends.cuda import FallbackWarning
+    X, y = _data(n=500, seed=12)
+    ds = bonsai.Dataset(X, label=y)
+    cpu = bonsai.train(_params(n_estimators=3), ds)
+    with pytest.warns(FallbackWarning, match="multi_output_tree"):
+        gpu = bonsai.train(_params(n_estimators=3, device="cuda"), ds)
+    assert _tree_hash(gpu) == _tree_hash(cpu)
