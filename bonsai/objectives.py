@@ -19,7 +19,9 @@ Shapes and dtypes (see ``docs/interfaces.md``): labels ``y`` are ``(n,)`` float3
 when they were given as float32 (``Dataset`` keeps them: no float64 copy) and float64
 otherwise; every objective widens them to float64 exactly, ``_CHUNK`` rows at a time
 or per call.  Weights ``w`` float64 ``(n,)`` or None; raw margins float64 ``(K, n)``;
-gradients / hessians float32 ``(K, n)`` C-contiguous.
+gradients / hessians float32 ``(K, n)`` C-contiguous.  The multi-output objectives
+(``multi_squared_error``, ``multilabel_binary``: ``bonsai.multi_objectives``) take ``y``
+``(n, K)``; ``label_outputs`` checks a fit's label against its objective and binds K.
 """
 
 from __future__ import annotations
