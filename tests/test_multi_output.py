@@ -349,3 +349,12 @@ def test_classifier_with_an_indicator_matrix(tmp_path):
         BonsaiClassifier(**FAST).fit(X, Li, eval_set=[(X, Li[:, 0])])
     with pytest.raises(ValueError, match="Input y contains NaN"):
         BonsaiRegressor(**FAST).fit(X, np.where(L > 0, np.nan, 0.0))
+
+
+@pytest.mark.parametrize("objective", MULTI_OBJECTIVES)
+def test_model_bytes_do_not_depend_on_threads(objective):
+    X, Y, L = _data()
+    ds = bonsai.Dataset(X, label=Y if objective == "multi_squared_error" else L)
+    texts = {bonsai.train(dict(FAST, objective=objective, subsample=0.8, n_threads=t),
+                          ds).model_to_string() for t in (1, 2)}
+    assert len(texts) == 1
