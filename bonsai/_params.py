@@ -370,6 +370,17 @@ def _resolve(v: dict[str, Any]) -> None:
     if v["random_state"] is None:
         v["random_state"] = 0
     obj, k = v["objective"], v["num_class"]
+    if (v["multi_strategy"] == "multi_output_tree" and isinstance(obj, str)
+            and obj not in MULTI_OUTPUT_OBJECTIVES):
+        raise ValueError(
+            f"parameter 'multi_strategy' = 'multi_output_tree' needs an objective with "
+            f"several outputs {MULTI_OUTPUT_OBJECTIVES}; objective={obj!r} has one output "
+            "per row (use multi_strategy='one_output_per_tree')")
+    if isinstance(obj, str) and obj in ("multi_squared_error", "multilabel_binary") and (
+            k is not None and k > 1):
+        raise ValueError(
+            f"parameter 'num_class' = {k!r} does not apply to objective={obj!r}: its "
+            "number of outputs is the label's column count; leave num_class None")
     if isinstance(obj, str) and obj != "multiclass" and k is not None and k > 1:
         raise ValueError(
             f"parameter 'num_class' = {k!r} requires objective='multiclass'; "

@@ -27,7 +27,7 @@ from .data import check_init_score
 from .dataset import Dataset
 from .grow import Grower
 from .metrics import get_metric
-from .objectives import get_objective
+from .objectives import get_objective, label_outputs
 from .ordered import OrderedEncoding
 from .scores import HostScores
 
@@ -72,6 +72,9 @@ class _EvalSet:
         if ds.label is None:
             raise ValueError(f"valid set {name!r} has no label")
         self.y = ds.label
+        if self.y.shape[1:] != train_set.label.shape[1:]:
+            raise ValueError(f"valid set {name!r} has a label of shape {self.y.shape}; the "
+                             f"train set's is {train_set.label.shape} (the same columns)")
         self.w = ds.weight
         self.group_ptr = getattr(ds, "group_ptr", None)
         n = self.y.shape[0]
@@ -152,8 +155,7 @@ def train(params, train_set, num_boost_round=None, valid_sets=None, valid_names=
         raise ValueError(f"max_bin={p.max_bin} differs from the Dataset's max_bin={train_set.max_bin}")
     objective = get_objective(p.objective, _objective_params(p))
     y, w = train_set.label, train_set.weight
-    objective.check_labels(y)
-    k_out = objective.n_outputs(p.num_class)
+    objective, k_out = label_outputs(objective, y, p.num_class, p.multi_strategy)
     n = y.shape[0]
     metrics = _metrics(p, objective)
     callbacks = _callbacks(callbacks, p)
@@ -360,8 +362,9 @@ def _new_booster(p, objective, train_set, y, w, k_out, init_model, comm=_comm_mo
     elif p.base_score is not None:
         booster.base_score = np.full(k_out, float(p.base_score))
     else:   # from every shard's labels, in rank order (the one-shard computation)
-        y_all, w_all = _comm_mod.gather_concat(comm, (y, w), _global_rows(train_set))
-        y64 = np.asarray(y_all, dtype=np.float64)
+        # a label's rows are on axis 0, gather_concat's on the last: y.T for (n, K) labels
+        y_all, w_all = _comm_mod.gather_concat(comm, (y.T, w), _global_rows(train_set))
+        y64 = np.asarray(y_all.T, dtype=np.float64)
         booster.base_score = np.asarray(objective.init_score(y64, w_all),
                                         dtype=np.float64).reshape(k_out)
     return booster
@@ -570,7 +573,8 @@ def _evaluate(evals, objective, metrics, evals_log, comm=_comm_mod.LOCAL):
     """Every metric of every valid set (over every shard: on the gathered labels,
     margins and weights, in rank order)."""
     for ev in evals:
-        y, raw, w = _comm_mod.gather_concat(comm, (ev.y, ev.raw, ev.w), ev.segs)
+        y, raw, w = _comm_mod.gather_concat(comm, (ev.y.T, ev.raw, ev.w), ev.segs)
+        y = y.T                                       # (n,) or (n, K): rows on axis 0
         pred = objective.transform(raw)
         log = evals_log.setdefault(ev.name, {})
         for m in metrics:

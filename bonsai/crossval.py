@@ -176,7 +176,8 @@ def cv(params, dataset, nfold=5, stratified=None, folds=None, shuffle=True, seed
     dataset : Dataset with a label (and its raw data, for the out-of-fold predictions)
     nfold : int >= 2 -- folds made when ``folds`` is None
     stratified : bool or None -- stratify the folds by label; None: for classification
-        objectives (``binary``, ``multiclass``)
+        objectives with a 1-D label (``binary``, ``multiclass``; a 2-D multi-label
+        label is not stratified)
     folds : scikit-learn splitter (``split(X, y)``) or list of ``(train_idx, valid_idx)``
         index pairs, optional -- replaces ``nfold`` / ``stratified`` / ``shuffle``
     shuffle : bool -- shuffle the rows before making the folds
@@ -252,7 +253,12 @@ def cv(params, dataset, nfold=5, stratified=None, folds=None, shuffle=True, seed
     elif folds is None:
         if not is_integer(nfold) or not 2 <= nfold <= n:
             raise ValueError(f"nfold must be an integer in [2, {n}] (the rows), got {nfold!r}")
-        strat = objective.is_classification if stratified is None else stratified
+        if stratified and dataset.label.ndim == 2:
+            raise ValueError(f"stratified=True needs a 1-D label; the label has shape "
+                             f"{dataset.label.shape} (multi-output rows have no single "
+                             "class to stratify by); leave stratified None or False")
+        strat = ((objective.is_classification and dataset.label.ndim == 1)
+                 if stratified is None else stratified)
         pairs = make_folds(n, int(nfold), dataset.label, strat, shuffle, int(seed))
     else:
         if stratified:

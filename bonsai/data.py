@@ -153,6 +153,35 @@ def check_vector(v, n, name, allow_negative=True, dtype=np.float64, keep_float32
     return v
 
 
+def check_label(v, n, name="label"):
+    """Labels of ``n`` rows: a 1-D vector (``check_vector``; float32 kept), or for the
+    multi-output objectives an ``(n, K)`` matrix (numpy, pandas / polars DataFrame, Arrow
+    table), ``K >= 2`` columns, C-contiguous, rows on axis 0.  A single column ``(n, 1)``
+    becomes 1-D, as it does for every other per-row vector.  Non-finite entries are a
+    ValueError naming ``name`` and the first bad ``(row, column)``."""
+    if is_arrow_table(v):
+        v = from_arrow(v)[0]
+    elif is_polars_frame(v) or (hasattr(v, "to_numpy") and getattr(v, "ndim", 1) == 2):
+        v = v.to_numpy()
+    elif isinstance(v, (list, tuple)):
+        v = np.asarray(v)
+    if not isinstance(v, np.ndarray) or v.ndim != 2 or v.shape[1] == 1:
+        return check_vector(v, n, name, keep_float32=True)
+    if v.dtype.kind not in "fiub":
+        raise TypeError(f"{name} must be numeric, got dtype {v.dtype}")
+    if v.shape[0] != n:
+        raise ValueError(f"{name} has {v.shape[0]} rows but the data has {n} rows")
+    if v.shape[1] == 0:
+        raise ValueError(f"{name} has shape {v.shape}: a 2-D label needs at least one column")
+    v = np.ascontiguousarray(v, dtype=np.float32 if v.dtype == np.float32 else np.float64)
+    bad = ~np.isfinite(v)
+    if bad.any():
+        i, j = (int(a) for a in np.argwhere(bad)[0])
+        raise ValueError(f"{name} contains a non-finite value ({v[i, j]}) at row {i}, "
+                         f"column {j}")
+    return v
+
+
 def check_init_score(s, n, n_outputs):
     """(n,) or (n, K) finite init scores -> (K, n) float64, a fresh array (training
     adds to it in place; the caller's scores must stay as they were)."""

@@ -15,7 +15,7 @@ from ._threads import resolve_n_threads, thread_context
 from .binning import BinMapper
 from .categorical import CategoryMap, resolve_features
 from ._groups import resolve_groups, subset_ptr
-from .data import check_vector, is_integer, take_rows, to_matrix
+from .data import check_label, check_vector, is_integer, take_rows, to_matrix
 from . import sparse as _sparse
 
 
@@ -41,7 +41,9 @@ class Dataset:
     ----------
     data : array-like (n, F) -- numpy float32/float64 (either order), pandas/polars/Arrow
         tables with numeric columns, or scipy.sparse.
-    label : (n,) array-like, optional
+    label : (n,) array-like, optional; (n, K) (numpy, pandas / polars DataFrame, Arrow
+        table) for the multi-output objectives (``multi_squared_error``,
+        ``multilabel_binary``), kept (n, K) with rows on axis 0; an (n, 1) label becomes 1-D
     weight : (n,) array-like of non-negative finite weights, optional
     init_score : (n,) or (n, K) array-like, optional -- starting margins
     feature_names : list of str, optional (taken from DataFrame columns by default)
@@ -77,8 +79,7 @@ class Dataset:
             raise ValueError("weight must not be all zero")
         # float32 labels stay float32: a float64 copy would be the largest per-row array
         # after the bins (objectives and metrics widen them exactly, chunk by chunk)
-        self.label = None if label is None else check_vector(label, n, "label",
-                                                             keep_float32=True)
+        self.label = None if label is None else check_label(label, n, "label")
         self.init_score = None if init_score is None else np.asarray(init_score, dtype=np.float64)
         self.group_ptr = resolve_groups(group, qid, n)
         if reference is not None:

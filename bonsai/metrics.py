@@ -11,7 +11,13 @@ where ``fn(y, pred, w) -> float`` takes
   for multiclass,
 * ``w`` : float64 ``(n,)`` sample weights or None,
 
-and returns the weighted average loss (or score, for ``auc``). Definitions
+and returns the weighted average loss (or score, for ``auc``).  For the multi-output
+objectives (``bonsai.multi_objectives``) ``y`` and ``pred`` are both ``(n, K)`` (rows on
+axis 0, as multiclass probabilities are): the pointwise metrics (``rmse``, ``mae``,
+``logloss``, ``error``, ``huber``, ``quantile``, ``poisson``, ``gamma``, ``tweedie``)
+average over all ``n * K`` entries, each entry weighted by its row's weight (``rmse``
+is the root of that mean), and ``auc`` is the micro average (the AUC of the flattened
+entries); ``mlogloss`` / ``merror`` take a 1-D class label only. Definitions
 follow LightGBM's metrics of the same meaning (e.g. ``poisson``, ``gamma`` and
 ``tweedie`` are the negative log-likelihoods LightGBM reports, without
 label-only constant terms). All reductions are plain numpy sums over float64
@@ -72,16 +78,24 @@ class Metric(NamedTuple):
 
 
 def _average(loss, w):
-    """Weighted mean of a per-row float64 loss ``(n,)``."""
+    """Weighted mean of a per-row float64 loss ``(n,)``, or of a per-entry loss
+    ``(n, K)`` (every entry of row i weighted by ``w[i]``)."""
     if w is None:
-        return float(np.sum(loss) / loss.shape[0]) if loss.shape[0] else 0.0
+        return float(np.sum(loss) / loss.size) if loss.size else 0.0
     w = np.asarray(w, dtype=np.float64)
     sw = float(np.sum(w))
+    if loss.ndim == 2:
+        sw *= loss.shape[1]
+        w = w[:, None]
     return float(np.sum(loss * w) / sw) if sw != 0 else 0.0
 
 
 def _prep(y, pred):
-    return np.asarray(y, dtype=np.float64), np.asarray(pred, dtype=np.float64)
+    y, pred = np.asarray(y, dtype=np.float64), np.asarray(pred, dtype=np.float64)
+    if y.ndim == 2 and pred.shape != y.shape:
+        raise ValueError(f"a 2-D label of shape {y.shape} needs predictions of the same "
+                         f"shape; got pred.shape={pred.shape}")
+    return y, pred
 
 
 # -------------------------------------------------------------- regression
@@ -160,6 +174,10 @@ def _auc(y, pred, w):
     positive weight (as LightGBM does), so early stopping never sees NaN.
     """
     y, pred = _prep(y, pred)
+    if y.ndim == 2:     # multi-label: the micro average over every (row, output) entry
+        if w is not None:
+            w = np.repeat(np.asarray(w, dtype=np.float64), y.shape[1])
+        y, pred = y.reshape(-1), pred.reshape(-1)
     if y.shape[0] == 0:
         return 1.0
     order = np.argsort(-pred, kind="stable")  # descending scores
@@ -180,7 +198,11 @@ def _auc(y, pred, w):
 
 # -------------------------------------------------------------- multiclass
 def _true_class_prob(y, pred):
-    y, pred = _prep(y, pred)
+    y, pred = np.asarray(y, dtype=np.float64), np.asarray(pred, dtype=np.float64)
+    if y.ndim != 1:
+        raise ValueError(f"multiclass metrics (mlogloss, merror) need a 1-D class label; got "
+                         f"a label of shape {y.shape} (for a 2-D label use logloss / error "
+                         "or rmse / mae)")
     if pred.ndim != 2 or pred.shape[0] != y.shape[0]:
         raise ValueError(f"multiclass metrics need pred of shape (n, K) with n={y.shape[0]}; "
                          f"got pred.shape={pred.shape}")

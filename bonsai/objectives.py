@@ -19,7 +19,9 @@ Shapes and dtypes (see ``docs/interfaces.md``): labels ``y`` are ``(n,)`` float3
 when they were given as float32 (``Dataset`` keeps them: no float64 copy) and float64
 otherwise; every objective widens them to float64 exactly, ``_CHUNK`` rows at a time
 or per call.  Weights ``w`` float64 ``(n,)`` or None; raw margins float64 ``(K, n)``;
-gradients / hessians float32 ``(K, n)`` C-contiguous.
+gradients / hessians float32 ``(K, n)`` C-contiguous.  The multi-output objectives
+(``multi_squared_error``, ``multilabel_binary``: ``bonsai.multi_objectives``) take ``y``
+``(n, K)``; ``label_outputs`` checks a fit's label against its objective and binds K.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import math
 
 import numpy as np
 
+from .multi_objectives import MULTI_OBJECTIVES, get_multi_objective
 from .rank_objectives import RANK_OBJECTIVES, get_rank_objective
 from ._objective_kernels import (_EPS, _binary_kernel, _expit, _neg_abs, _shift_max,
                                  _softmax_kernel, _sq_kernel, _wmean, weighted_quantile)
@@ -42,10 +45,11 @@ def _chunks(n):
     return [(a, min(n, a + _CHUNK)) for a in range(0, n, _CHUNK)]
 
 
-__all__ = ["OBJECTIVES", "RANK_OBJECTIVES", "Objective", "get_objective", "weighted_quantile"]
+__all__ = ["MULTI_OBJECTIVES", "OBJECTIVES", "RANK_OBJECTIVES", "Objective", "get_objective",
+           "label_outputs", "weighted_quantile"]
 
 OBJECTIVES = ("squared_error", "absolute_error", "huber", "quantile", "poisson", "gamma",
-              "tweedie", "binary", "multiclass")   # pointwise; RANK_OBJECTIVES besides
+              "tweedie", "binary", "multiclass")   # pointwise; RANK_ and MULTI_OBJECTIVES besides
 
 _ALIASES = {
     "regression": "squared_error", "l2": "squared_error", "mse": "squared_error",
@@ -116,6 +120,7 @@ class Objective:
     is_classification = False
     renew_leaf = None
     needs_group = False     # ranking objectives (bonsai.rank_objectives): True
+    multi_output = False    # (n, K) labels (bonsai.multi_objectives): True
 
     @property
     def renew_leaves(self):
@@ -433,6 +438,8 @@ def get_objective(objective, params=None):
         return _Binary()
     if name in RANK_OBJECTIVES:
         return get_rank_objective(name, params)
+    if name in MULTI_OBJECTIVES:
+        return get_multi_objective(name, params)
     if name == "multiclass":
         k = params.get("num_class", params.get("n_classes"))
         if k is not None:
@@ -441,5 +448,38 @@ def get_objective(objective, params=None):
                                  f"objective='multiclass'; got num_class={k!r}")
             k = int(k)
         return _Multiclass(k)
-    raise ValueError(f"objective must be one of {OBJECTIVES + RANK_OBJECTIVES} or a callable; "
-                     f"got objective={objective!r}")
+    raise ValueError(f"objective must be one of {OBJECTIVES + RANK_OBJECTIVES + MULTI_OBJECTIVES} "
+                     f"or a callable; got objective={objective!r}")
+
+
+def label_outputs(objective, y, num_class=None, multi_strategy="one_output_per_tree"):
+    """Check a fit's labels against its objective: ``(objective, K)``, the objective
+    ready to train (a multi-output one bound to the label's K columns) and its number of
+    outputs.  A ValueError when
+
+    * ``y`` is 2-D (n, K) and the objective has one output per row (only
+      ``MULTI_OBJECTIVES`` take a 2-D label; ``squared_error`` users are pointed at
+      ``multi_squared_error``);
+    * the labels are invalid for the objective (``check_labels``);
+    * ``multi_strategy="multi_output_tree"`` and the objective has one output.
+    """
+    y = np.asarray(y)
+    name = getattr(objective, "name", "custom")
+    if y.ndim == 2 and not getattr(objective, "multi_output", False):
+        hint = (" (for several regression targets use objective='multi_squared_error')"
+                if name == "squared_error" else
+                " (for several 0/1 labels per row use objective='multilabel_binary')"
+                if name in ("binary", "multiclass") else "")
+        raise ValueError(f"label has shape {y.shape}: a 2-D label (n, K) is taken only by the "
+                         f"objectives {MULTI_OBJECTIVES}; objective={name!r} needs a 1-D "
+                         f"label (n,){hint}")
+    if getattr(objective, "multi_output", False):
+        objective = objective.bind_outputs(1 if y.ndim == 1 else int(y.shape[1]))
+    objective.check_labels(y)
+    k_out = objective.n_outputs(num_class)
+    if multi_strategy == "multi_output_tree" and k_out == 1:
+        raise ValueError(f"multi_strategy='multi_output_tree' needs an objective with several "
+                         f"outputs; objective={name!r} has 1 output here (a multi-output "
+                         f"objective with a 2-D label (n, K), K >= 2, or 'multiclass'); use "
+                         "multi_strategy='one_output_per_tree'")
+    return objective, k_out

@@ -35,13 +35,14 @@ from .binning import BinMapper
 
 
 def targets(y, objective, k_out):
-    """(n, S) float64 target statistics: one-hot classes for multiclass, else y."""
+    """(n, S) float64 target statistics: one-hot classes for multiclass, else y (its K
+    columns for an (n, K) multi-output label)."""
     y = np.asarray(y, np.float64)
     if objective == "multiclass":
         t = np.zeros((y.shape[0], k_out))
         t[np.arange(y.shape[0]), y.astype(np.int64)] = 1.0
         return t
-    return y.reshape(-1, 1).copy()
+    return y.reshape(y.shape[0], -1).copy()
 
 
 def row_keys(codes, cards):

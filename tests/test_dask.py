@@ -111,6 +111,26 @@ def test_model_bytes_equal_the_one_process_fit(client, ranks, objective):
             assert all(s["bytes_sent"] > 0 and s["calls"] > 0 for s in got.comm_stats)
 
 
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_a_2d_label_gives_the_one_process_model(client, ranks):
+    """(n, K) labels keep their columns in every partition (and on a worker holding no
+    rows): the multi-output model and its valid-set metrics equal one process's."""
+    X, y = _data("squared_error")
+    rng = np.random.default_rng(1)
+    Y = np.stack([y, -2 * y + rng.standard_normal(y.shape[0]).astype(np.float32),
+                  X[:, 0]], axis=1)
+    Xd, Yd = _placed(client, [X, Y], LAYOUTS[ranks])
+    dtrain = bdask.DaskDataset(client, Xd, Yd)
+    dvalid = bdask.DaskDataset(client, Xd, Yd, reference=dtrain)
+    params = _params(objective="multi_squared_error")
+    got = bdask.train(client, params, dtrain, valid_sets=[dvalid])
+    tr = bonsai.Dataset(X, label=Y, reference=dtrain.template)
+    want = bonsai.train(params, tr, valid_sets=[bonsai.Dataset(X, label=Y, reference=tr)])
+    assert got.n_outputs == 3
+    assert got.model_to_string() == want.model_to_string()
+    assert got.evals_result == want.evals_result
+
+
 def _set_block_bytes(v):
     if v is None:
         os.environ.pop("BONSAI_BLOCK_BYTES", None)

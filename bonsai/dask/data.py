@@ -164,9 +164,16 @@ def _merge_categories(scans, feats):
     return CategoryMap(feats, cats)
 
 
+def _label_part(y):
+    """A partition's labels as ``Dataset`` takes them: 1-D, or (n, K) for a 2-D label of
+    K >= 2 columns (rows on axis 0)."""
+    y = np.asarray(y)
+    return y if y.ndim == 2 and y.shape[1] > 1 else y.reshape(-1)
+
+
 def _bin_part(X, y, w, s, template):
     """Phase 2 on one partition: its binned Dataset (no raw data kept)."""
-    ds = Dataset(X, label=None if y is None else np.asarray(y).reshape(-1),
+    ds = Dataset(X, label=None if y is None else _label_part(y),
                  weight=None if w is None else np.asarray(w).reshape(-1),
                  init_score=None if s is None else np.asarray(s), reference=template)
     ds.data = None
@@ -182,7 +189,8 @@ class DaskDataset:
     client : distributed.Client, or None for the default client
     data : dask array (n, F), chunked along rows only, or dask DataFrame (numeric and
         ``category`` columns; categories must be known and equal in every partition)
-    label, weight : dask array or Series partitioned like ``data``, optional
+    label, weight : dask array or Series partitioned like ``data``, optional (``label``
+        may be an (n, K) dask array or DataFrame for the multi-output objectives)
     init_score : dask array (n,) or (n, K), or Series / DataFrame, partitioned like
         ``data``, optional
     feature_names, categorical_features, max_bin, random_state : as ``bonsai.Dataset``
@@ -217,6 +225,9 @@ class DaskDataset:
         # the dtype bonsai.Dataset keeps a label in: float32 stays float32
         self.label_dtype = (np.float32 if label is not None and np.dtype(label.dtype) == np.float32
                             else np.float64)
+        # 1 for a 1-D label (or one column), K for an (n, K) multi-output label
+        self.label_columns = (int(label.shape[1]) if label is not None
+                              and len(getattr(label, "shape", ())) == 2 else 1)
         self.has_weight = weight is not None
         self.init_columns = None
         if init_score is not None:
@@ -296,7 +307,8 @@ class DaskDataset:
         stacks (``Dataset._stack``)."""
         out = {}
         if self.has_label:
-            out["label"] = np.empty(0, self.label_dtype)
+            out["label"] = np.empty((0,) if self.label_columns == 1 else
+                                    (0, self.label_columns), self.label_dtype)
         if self.has_weight:
             out["weight"] = np.empty(0, np.float64)
         if self.init_columns is not None:

@@ -209,8 +209,32 @@ def _check_y_1d(y, n, name):
     return y
 
 
+def _check_y_2d(y, n, name):
+    """(n, K) labels, K >= 2 (the multi-output estimators' 2-D ``y``), as an ndarray;
+    None when ``y`` is not such a matrix (a (n, 1) column goes the 1-D way)."""
+    if hasattr(y, "toarray"):            # a scipy.sparse indicator matrix
+        y = y.toarray()
+    elif hasattr(y, "to_numpy") and not isinstance(y, np.ndarray):
+        if getattr(y, "ndim", 1) != 2:
+            return None
+        y = y.to_numpy()
+    y = np.asarray(y)
+    if y.ndim != 2 or y.shape[1] < 2:
+        return None
+    if y.shape[0] != n:
+        raise ValueError(f"{name} has {y.shape[0]} rows but X has {n} rows")
+    return y
+
+
 def _check_finite_y(y, name):
-    if y.dtype.kind in "fc":
+    if y.dtype.kind in "fc" and y.ndim == 2:
+        bad = ~np.isfinite(y)
+        if bad.any():
+            i, j = (int(a) for a in np.argwhere(bad)[0])
+            what = "NaN" if np.isnan(y[i, j]) else "infinity"
+            raise ValueError(f"Input {name} contains {what} (at row {i}, column {j}); "
+                             "labels must be finite")
+    elif y.dtype.kind in "fc":
         bad = ~np.isfinite(y)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
@@ -241,7 +265,16 @@ def _as_booster(init_model):
 class _BonsaiModel(BaseEstimator):
     """Fit / predict plumbing shared by the regressor and the classifier."""
 
+    #: whether ``fit`` takes a 2-D ``y`` (n, K), K >= 2 (multi-output regression,
+    #: multi-label classification); a (n, 1) column is raveled (with sklearn's warning)
+    _multi_output_y = False
+
     # -- subclass hooks -------------------------------------------------------
+    def _check_y(self, y, n, name):
+        """Labels of n rows: (n, K) when the estimator takes them, else 1-D."""
+        y2 = _check_y_2d(y, n, name) if self._multi_output_y else None
+        return _check_y_1d(y, n, name) if y2 is None else y2
+
     def _prepare_y(self, y):
         """Validated training labels -> (float64 encoded labels, extra params)."""
         raise NotImplementedError
@@ -274,7 +307,9 @@ class _BonsaiModel(BaseEstimator):
         Parameters
         ----------
         X : array-like or sparse matrix (n_samples, n_features); NaN = missing
-        y : array-like (n_samples,) -- targets (regressor) or class labels (classifier)
+        y : array-like (n_samples,) -- targets (regressor) or class labels (classifier);
+            (n_samples, K) -- K targets (regressor: ``multi_squared_error``) or a 0/1
+            label indicator matrix (classifier: ``multilabel_binary``)
         sample_weight : array-like (n_samples,), optional -- finite, >= 0
         init_score : array-like (n_samples,) or (n_samples, K), optional -- start margins
         eval_set : list of (X, y) pairs, optional -- evaluated after every round
@@ -303,10 +338,10 @@ class _BonsaiModel(BaseEstimator):
         else:
             X, y = validate_data(self, X, y, accept_sparse=_SPARSE,
                                  dtype=(np.float64, np.float32), ensure_all_finite=False,
-                                 y_numeric=False)
+                                 y_numeric=False, multi_output=self._multi_output_y)
             X = _dense(X)
         n = X.shape[0]
-        y = _check_y_1d(y, n, "y")
+        y = self._check_y(y, n, "y")
         _check_finite_y(y, "y")
         y_enc, extra_params = self._prepare_y(y)
         params = self._train_params(extra_params)
@@ -352,7 +387,7 @@ class _BonsaiModel(BaseEstimator):
         for i, ((Xv, yv), wv, name) in enumerate(zip(eval_set, eval_sample_weight, eval_names)):
             Xv = _validate_X(self, Xv, reset=False)
             nv = Xv.shape[0]
-            yv = _check_y_1d(yv, nv, f"eval_set[{i}] y")
+            yv = self._check_y(yv, nv, f"eval_set[{i}] y")
             _check_finite_y(yv, f"eval_set[{i}] y")
             yv = self._encode_eval_y(yv, f"eval_set[{i}] y")
             wv = _check_weight(wv, nv, f"eval_sample_weight[{i}]")

@@ -53,6 +53,17 @@ Conventions
   ``multiclass`` (str, int, bool, float with integral values ...); continuous
   float targets raise ``ValueError("Unknown label type ...")`` as in sklearn.
   Labels are encoded to ``0..K-1`` in ``np.unique`` order (``classes_``).
+* Several targets / labels per row (``multi_strategy`` applies, as XGBoost's):
+  ``BonsaiRegressor.fit(X, Y)`` with ``Y`` of shape (n, K), K >= 2, fits
+  ``objective="multi_squared_error"`` (the default ``"squared_error"`` becomes it;
+  other objectives with a 2-D ``Y`` are a ValueError) and ``predict`` returns (n, K);
+  ``n_outputs_`` is K (1 for a 1-D ``y``).  ``BonsaiClassifier.fit(X, Y)`` with a 0/1
+  label indicator matrix (n, K) (scikit-learn's multi-label convention) fits
+  ``objective="multilabel_binary"``: ``classes_`` is ``arange(K)``, ``predict`` returns
+  the (n, K) int 0/1 matrix (``p > 0.5``) and ``predict_proba`` the (n, K) array of
+  each label's probability -- one array, as XGBoost's ``XGBClassifier``, not the list
+  of (n, 2) arrays some scikit-learn estimators return.  A (n, 1) column ``y`` is
+  raveled (with scikit-learn's DataConversionWarning) and fitted as one target.
 * ``save_model`` writes the booster's JSON model with
   ``extra = {"sklearn_class": ..., "classes": [...], "classes_dtype": ...}``;
   ``load_model`` restores the fitted state (not the constructor arguments --
@@ -114,18 +125,42 @@ class BonsaiRegressor(RegressorMixin, _BonsaiModel):
                  ctr_prior_weight=_D["ctr_prior_weight"],
                  max_ctr_combinations=_D["max_ctr_combinations"],
                  quantized_grad=_D["quantized_grad"], grad_quant_bins=_D["grad_quant_bins"],
-                 device=_D["device"],
+                 multi_strategy=_D["multi_strategy"], device=_D["device"],
                  verbosity=_D["verbosity"], importance_type="gain", verbose=None):
         _keep_params(self, locals())
 
+    _multi_output_y = True
+
     def _prepare_y(self, y):
-        if isinstance(self.objective, str) and self.objective in _CLASSIFICATION_OBJECTIVES:
-            raise ValueError(f"objective={self.objective!r} is a classification objective; "
+        obj = self.objective
+        if isinstance(obj, str) and obj in _CLASSIFICATION_OBJECTIVES + ("multilabel_binary",):
+            raise ValueError(f"objective={obj!r} is a classification objective; "
                              "use BonsaiClassifier")
-        return self._as_float_y(y, "y"), {}
+        extra = {}
+        self.n_outputs_ = 1
+        if y.ndim == 2:
+            if obj not in ("squared_error", "regression", "l2", "mse", "multi_squared_error"):
+                raise ValueError(f"y has shape {y.shape}: several targets per row are fitted "
+                                 "with objective='multi_squared_error' (the default "
+                                 f"'squared_error' becomes it); got objective={obj!r}")
+            extra["objective"] = "multi_squared_error"
+            self.n_outputs_ = int(y.shape[1])
+        return self._as_float_y(y, "y"), extra
 
     def _encode_eval_y(self, y, name):
+        if y.shape[1:] != ((self.n_outputs_,) if self.n_outputs_ > 1 else ()):
+            raise ValueError(f"{name} has shape {y.shape}; y had "
+                             f"{self.n_outputs_} column(s)")
         return self._as_float_y(y, name)
+
+    def _set_fitted(self, booster):
+        super()._set_fitted(booster)
+        self.n_outputs_ = int(booster.n_outputs)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags
 
     @staticmethod
     def _as_float_y(y, name):
@@ -135,14 +170,15 @@ class BonsaiRegressor(RegressorMixin, _BonsaiModel):
             raise ValueError(f"{name} must be numeric for regression, got dtype {y.dtype}") from None
 
     def _restore_extra(self, booster):
-        if booster.objective in _CLASSIFICATION_OBJECTIVES:
+        if booster.objective in _CLASSIFICATION_OBJECTIVES + ("multilabel_binary",):
             raise ValueError(f"the model has objective={booster.objective!r}; load it with "
                              "BonsaiClassifier().load_model")
 
     def predict(self, X, output_margin=False, iteration_range=None, *, raw_score=False,
                 pred_leaf=False, pred_contribs=False, pred_contrib=False,
                 pred_interactions=False):
-        """Predicted values, shape (n_samples,), or what one flag asks for.
+        """Predicted values, shape (n_samples,) ((n_samples, K) for a 2-D ``y``), or what
+        one flag asks for.
 
         Parameters
         ----------
@@ -169,6 +205,23 @@ class BonsaiRegressor(RegressorMixin, _BonsaiModel):
 # ---------------------------------------------------------------------------
 # Classifier.
 # ---------------------------------------------------------------------------
+
+def _indicator(y, name):
+    """A 2-D label indicator matrix as float64 0/1; a ValueError naming ``name`` and the
+    first entry that is not 0 or 1."""
+    try:
+        v = np.asarray(y, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: a 2-D y must be a 0/1 label indicator matrix "
+                         f"(multi-label), got dtype {np.asarray(y).dtype}") from None
+    bad = (v != 0.0) & (v != 1.0)
+    if bad.any():
+        i, j = (int(a) for a in np.argwhere(bad)[0])
+        raise ValueError(f"{name}: a 2-D y must be a 0/1 label indicator matrix "
+                         f"(multi-label); got {np.asarray(y)[i, j]!r} at row {i}, column {j} "
+                         "(multi-class multi-output targets are not supported)")
+    return np.ascontiguousarray(v)
+
 
 class BonsaiClassifier(ClassifierMixin, _BonsaiModel):
     """Histogram gradient-boosted trees for classification (scikit-learn API).
@@ -208,12 +261,18 @@ class BonsaiClassifier(ClassifierMixin, _BonsaiModel):
                  ctr_prior_weight=_D["ctr_prior_weight"],
                  max_ctr_combinations=_D["max_ctr_combinations"],
                  quantized_grad=_D["quantized_grad"], grad_quant_bins=_D["grad_quant_bins"],
-                 device=_D["device"],
+                 multi_strategy=_D["multi_strategy"], device=_D["device"],
                  verbosity=_D["verbosity"], importance_type="gain", verbose=None):
         _keep_params(self, locals())
 
     # -- labels -----------------------------------------------------------------
+    _multi_output_y = True
+    _multilabel = False
+
     def _prepare_y(self, y):
+        if y.ndim == 2:
+            return self._prepare_multilabel(y)
+        self._multilabel = False
         check_classification_targets(y)
         classes, y_enc = np.unique(y, return_inverse=True)
         k = classes.shape[0]
@@ -237,7 +296,27 @@ class BonsaiClassifier(ClassifierMixin, _BonsaiModel):
         self.n_classes_ = k
         return y_enc.astype(np.float64), extra
 
+    def _prepare_multilabel(self, y):
+        """A 2-D ``y``: a label indicator matrix (n, K) of 0/1 -> ``multilabel_binary``."""
+        obj = self.objective
+        if obj not in (None, "multilabel_binary"):
+            raise ValueError(f"y has shape {y.shape}: a 2-D y is a multi-label indicator "
+                             "matrix, fitted with objective='multilabel_binary' (or None); "
+                             f"got objective={obj!r}")
+        y = _indicator(y, "y")
+        k = y.shape[1]
+        self._multilabel = True
+        self.classes_ = np.arange(k)
+        self.n_classes_ = k
+        return y, {"objective": "multilabel_binary"}
+
     def _encode_eval_y(self, y, name):
+        if self._multilabel or y.ndim == 2:
+            if not self._multilabel or y.ndim != 2 or y.shape[1] != self.n_classes_:
+                what = (f"a label indicator matrix (n, {self.n_classes_})" if self._multilabel
+                        else "1-D class labels")
+                raise ValueError(f"{name} has shape {y.shape}; the model was fitted on {what}")
+            return _indicator(y, name)
         check_classification_targets(y)
         idx = np.searchsorted(self.classes_, y)
         idx = np.clip(idx, 0, self.n_classes_ - 1)
@@ -267,6 +346,8 @@ class BonsaiClassifier(ClassifierMixin, _BonsaiModel):
                 classes = [0, 1]
             elif booster.objective == "multiclass":
                 classes = list(range(booster.n_outputs))
+            elif booster.objective == "multilabel_binary":
+                classes = list(range(booster.n_outputs))
             else:
                 raise ValueError(f"the model has objective={booster.objective!r} and no "
                                  "classes; it is not a classifier")
@@ -274,11 +355,21 @@ class BonsaiClassifier(ClassifierMixin, _BonsaiModel):
         self.classes_ = np.asarray(classes, dtype=np.dtype(dtype) if dtype else None)
         self.n_classes_ = int(self.classes_.shape[0])
 
+    def _set_fitted(self, booster):
+        super()._set_fitted(booster)
+        self._multilabel = booster.objective == "multilabel_binary"
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_label = True
+        return tags
+
     # -- predict ----------------------------------------------------------------
     def predict_proba(self, X, iteration_range=None, *, output_margin=False, raw_score=False,
                       pred_leaf=False, pred_contribs=False, pred_contrib=False,
                       pred_interactions=False):
-        """Class probabilities, shape (n_samples, n_classes) (two columns for binary).
+        """Class probabilities, shape (n_samples, n_classes) (two columns for binary;
+        multi-label: (n_samples, K), each label's probability).
 
         As in LightGBM, a flag (``output_margin`` / ``raw_score``, ``pred_leaf``,
         ``pred_contribs`` / ``pred_contrib``, ``pred_interactions``) returns what
@@ -308,7 +399,8 @@ class BonsaiClassifier(ClassifierMixin, _BonsaiModel):
     def predict(self, X, output_margin=False, iteration_range=None, *, raw_score=False,
                 pred_leaf=False, pred_contribs=False, pred_contrib=False,
                 pred_interactions=False):
-        """Predicted class labels (values of ``classes_``), shape (n_samples,).
+        """Predicted class labels (values of ``classes_``), shape (n_samples,)
+        (multi-label: the (n_samples, K) 0/1 int matrix, 1 where p > 0.5).
 
         A flag returns ``booster_.predict``'s output for it instead: ``output_margin``
         (LightGBM: ``raw_score``) the raw margins ((n,) binary, (n, K) multiclass),
@@ -322,4 +414,6 @@ class BonsaiClassifier(ClassifierMixin, _BonsaiModel):
             X = self._check_X(X)
             return _booster_predict(self.booster_, X, kind, iteration_range)
         proba = self.predict_proba(X, iteration_range)
+        if self._multilabel:      # (n, K) indicators: output k predicted where p_k > 0.5
+            return (proba > 0.5).astype(np.int64)
         return self.classes_[np.argmax(proba, axis=1)]
