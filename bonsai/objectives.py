@@ -460,8 +460,10 @@ def label_outputs(objective, y, num_class=None, multi_strategy="one_output_per_t
     * ``y`` is 2-D (n, K) and the objective has one output per row (only
       ``MULTI_OBJECTIVES`` take a 2-D label; ``squared_error`` users are pointed at
       ``multi_squared_error``);
-    * the labels are invalid for the objective (``check_labels``);
-    * ``multi_strategy="multi_output_tree"`` and the objective has one output.
+    * the labels are invalid for the objective (``check_labels``).
+
+    (Which objectives ``multi_strategy="multi_output_tree"`` takes is checked by
+    ``boosting.train``: the multi-output ones, with any K >= 1.)
     """
     y = np.asarray(y)
     name = getattr(objective, "name", "custom")
@@ -477,9 +479,4 @@ def label_outputs(objective, y, num_class=None, multi_strategy="one_output_per_t
         objective = objective.bind_outputs(1 if y.ndim == 1 else int(y.shape[1]))
     objective.check_labels(y)
     k_out = objective.n_outputs(num_class)
-    if multi_strategy == "multi_output_tree" and k_out == 1:
-        raise ValueError(f"multi_strategy='multi_output_tree' needs an objective with several "
-                         f"outputs; objective={name!r} has 1 output here (a multi-output "
-                         f"objective with a 2-D label (n, K), K >= 2, or 'multiclass'); use "
-                         "multi_strategy='one_output_per_tree'")
     return objective, k_out

@@ -289,16 +289,6 @@ def test_multi_output_tree_needs_a_multi_output_objective(obj):
         bonsai._params.validate_params({"objective": obj, "multi_strategy": "multi_output_tree"})
 
 
-def test_multi_output_tree_with_one_output():
-    """A multi-output objective on a 1-D label has one output: refused in train."""
-    X, Y, _ = _data(40)
-    ds = bonsai.Dataset(X, label=Y[:, 0])
-    with pytest.raises(ValueError, match="multi_strategy='multi_output_tree'.*"
-                                         "objective='multi_squared_error' has 1 output"):
-        bonsai.train(dict(FAST, objective="multi_squared_error",
-                          multi_strategy="multi_output_tree"), ds)
-
-
 def test_num_class_does_not_apply():
     with pytest.raises(ValueError, match="num_class.*multilabel_binary.*column count"):
         bonsai._params.validate_params({"objective": "multilabel_binary", "num_class": 3})

@@ -171,7 +171,7 @@ def test_vector_leaves_learn_as_well_as_one_tree_per_class():
 def test_clear_errors():
     X, y = _data(n=200)
     ds = bonsai.Dataset(X, label=(y > 0).astype(float))
-    with pytest.raises(ValueError, match="multi_strategy='multi_output_tree' needs an objective"):
+    with pytest.raises(ValueError, match="needs an objective with several"):
         bonsai.train({"objective": "binary", "multi_strategy": "multi_output_tree",
                       "n_estimators": 2}, ds)
     ds3 = bonsai.Dataset(X, label=y)
@@ -218,3 +218,40 @@ def test_cuda_device_trains_vector_leaves_on_the_cpu_with_a_warning():
     with pytest.warns(FallbackWarning, match="multi_output_tree"):
         gpu = bonsai.train(_params(n_estimators=3, device="cuda"), ds)
     assert _tree_hash(gpu) == _tree_hash(cpu)
+
+
+def _same_trees(vec, one):
+    assert len(vec.trees) == len(one.trees)
+    for a, b in zip(vec.trees, one.trees):
+        assert a.value.shape == (b.n_nodes, 1)
+        for name in ("feature", "threshold", "bin_threshold", "default_left", "left", "right",
+                     "gain", "cover", "count"):
+            assert np.array_equal(getattr(a, name), getattr(b, name),
+                                  equal_nan=name == "threshold"), name
+        assert np.array_equal(a.value[:, 0], b.value)
+        assert (a.cat_ptr is None) == (b.cat_ptr is None)
+        if a.cat_ptr is not None:
+            assert np.array_equal(a.cat_words, b.cat_words)
+
+
+@pytest.mark.parametrize("policy", ["depthwise", "leafwise", "oblivious"])
+@pytest.mark.parametrize("objective", ["multi_squared_error", "multilabel_binary"])
+def test_one_output_gives_the_single_output_trees(policy, objective, parallel_everywhere):
+    """K = 1 vector leaves grow exactly the single-output path's trees (numeric,
+    missing and categorical splits; reg_alpha and max_delta_step too)."""
+    X, y = _data(n=2500, f=6, seed=21)
+    X[:, 5] = np.floor(np.abs(np.nan_to_num(X[:, 5])) * 4) % 9
+    effect = np.array([0.0, 1.5, -1.0, 2.0, 0.5, -2.0, 1.0, 0.0, -0.5])[X[:, 5].astype(int)]
+    if objective == "multilabel_binary":
+        label, single = (y + effect > 0.5).astype(float), "binary"
+    else:
+        label, single = y + 0.3 * X[:, 2] ** 2 + effect, "squared_error"
+    label = np.nan_to_num(label)
+    ds = bonsai.Dataset(X, label=label, categorical_features=[5])
+    for extra in ({}, {"reg_alpha": 0.5, "max_delta_step": 0.8, "min_child_weight": 2.0}):
+        p = dict(grow_policy=policy, n_estimators=6, learning_rate=0.3, subsample=0.9,
+                 min_data_per_group=10, max_cat_to_onehot=3, n_threads=2, **extra)
+        vec = bonsai.train(dict(p, objective=objective, multi_strategy="multi_output_tree"), ds)
+        one = bonsai.train(dict(p, objective=single), ds)
+        assert any(t.cat_ptr is not None for t in one.trees) or policy == "oblivious"
+        _same_trees(vec, one)
