@@ -179,10 +179,16 @@ PARAM_TABLE: tuple[ParamSpec, ...] = (
               "Categorical splits: extra L2 regularisation on their children."),
     ParamSpec("min_data_per_group", ("int",), 100, _GE1,
               "Categorical splits: a category with fewer rows in the node stays right."),
-    ParamSpec("cat_encoding", ("str",), "native", Choices(("native", "ordered")),
-              "Categorical features: 'native' partition splits on the categories, or "
+    ParamSpec("cat_encoding", ("str",), "auto", Choices(("auto", "native", "ordered")),
+              "Categorical features: 'native' partition splits on the categories, "
               "'ordered' CatBoost-style ordered target statistics (CTR features: per "
-              "category its ordered target mean and its frequency; see bonsai.ordered)."),
+              "category its ordered target mean and its frequency; see bonsai.ordered), "
+              "or 'auto': per feature, ordered statistics for id-like features (more "
+              "than 64 categories, or under 90% of rows in categories a native split "
+              "can isolate: min_data_per_group rows, among the max_bin most frequent) "
+              "and native splits for the others; native for all where statistics "
+              "cannot be kept (ranking, several shards, vector leaves, continued "
+              "training, cv fold models)."),
     ParamSpec("ctr_permutations", ("int",), 4, Interval(1, 64),
               "cat_encoding='ordered': random permutations the ordered statistics are "
               "averaged over."),

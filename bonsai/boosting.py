@@ -28,7 +28,7 @@ from .dataset import Dataset
 from .grow import Grower
 from .metrics import get_metric
 from .objectives import get_objective, label_outputs
-from .ordered import OrderedEncoding
+from .ordered import OrderedEncoding, auto_ctr_features
 from .scores import HostScores
 
 
@@ -275,18 +275,34 @@ def _grower(p, backend, train_set, y, objective, k_out, booster, evals, init_mod
     """(the fit's Grower over the backend's prepared data, the ordered encoding or
     None): with ``cat_encoding="ordered"`` the grower trains on the encoding's
     columns, and the eval sets get them too."""
-    if not (p.cat_encoding == "ordered" and train_set.categories is not None):
+    ctr = _ctr_features(p, train_set, objective, init_model, comm, n_values)
+    if not ctr:
         return Grower(backend, backend.prepare(train_set), p, n_threads, comm, n_values), None
     if init_model is not None:
         raise ValueError("init_model: continued training with cat_encoding='ordered' "
                          "is not supported (the new trees would need the first "
                          "model's target statistics); train the model in one call")
     with stage("ctr"):
-        enc = OrderedEncoding(train_set, y, objective.name, k_out, p)
+        enc = OrderedEncoding(train_set, y, objective.name, k_out, p, ctr)
         for ev in evals:
             enc.add_eval(ev, ev.dataset)
     booster.ctr = enc.model
     return Grower(backend, backend.prepare(enc), p, n_threads, comm), enc
+
+
+def _ctr_features(p, train_set, objective, init_model, comm, n_values):
+    """The categorical features the fit encodes with ordered target statistics: all
+    of them with ``cat_encoding="ordered"``, none with ``"native"``; with ``"auto"``
+    those ``ordered.auto_ctr_features`` picks, and none where a fit cannot keep target
+    statistics (ranking, several shards, vector leaves, continued training)."""
+    if train_set.categories is None or p.cat_encoding == "native":
+        return []
+    if p.cat_encoding == "ordered":
+        return list(train_set.categories.features)
+    if (objective.name in RANK_OBJECTIVES or not _comm_mod.is_local(comm)
+            or n_values is not None or init_model is not None):
+        return []
+    return auto_ctr_features(train_set, p.min_data_per_group, train_set.max_bin)
 
 
 def _combination_round(p):

@@ -233,6 +233,9 @@ def cv(params, dataset, nfold=5, stratified=None, folds=None, shuffle=True, seed
         callbacks.append(EarlyStopping(early_stopping_rounds))
     if fp.categorical_features is not None:
         dataset = _with_categorical(dataset, fp.categorical_features)
+    if return_models and fp.cat_encoding == "auto" and dataset.categories is not None:
+        # fold models to average must not hold target statistics (cat_encoding docs)
+        fp = fp.replace(cat_encoding="native")
     if return_models and fp.cat_encoding == "ordered" and dataset.categories is not None:
         raise ValueError("return_models=True: the fold models of cat_encoding='ordered' "
                          "each have their own target statistics, so they cannot be "

@@ -21,8 +21,10 @@ prediction gives every row the statistics of all the training rows
 depend on threads.
 
 Feature spaces: the model's trees index ``[original features | CTR features]``.  The
-grower sees the numeric original features and the CTR features (in this mode the
-category codes themselves are not split on); ``OrderedEncoding.fmap`` maps its
+grower sees the numeric original features, the categorical features left native
+(``cat_encoding="auto"`` encodes only some: ``auto_ctr_features``; their codes keep
+category-set splits) and the CTR features (an encoded feature's codes themselves are
+not split on); ``OrderedEncoding.fmap`` maps its
 features to the model's.  Combinations: after the first rounds, the pairs of
 categorical features whose CTR features the trees split on along one path (scored by
 the lower split's gain) get groups of their own, appended to both spaces, and
@@ -163,14 +165,51 @@ class CtrModel:
                                  f"keys >= 0 with one count and {S} target sums each")
 
 
+#: ``cat_encoding="auto"`` (the default) gives a categorical feature ordered target
+#: statistics, instead of native category-set splits, when native splits cannot see
+#: most of its rows' categories: a native split can only send a category its own way
+#: if the category has ``min_data_per_group`` rows in the node and is among the
+#: ``max_bin`` most frequent (the rest share the missing bin), and it moves at most
+#: ``max_cat_threshold`` categories at a time.  So a feature is encoded when fewer
+#: than ``AUTO_MIN_COVERED`` of its non-missing rows lie in such categories at the
+#: root, or when it has more than ``AUTO_MAX_NATIVE_CATEGORIES`` categories (id-like
+#: columns: a prefix of 32 out of hundreds of categories, chosen afresh at every node
+#: from fewer rows, fits them worse than one numeric statistic).  Measured: see
+#: ``benchmarks/RESULTS.md`` ("categorical defaults").
+AUTO_MIN_COVERED = 0.9
+AUTO_MAX_NATIVE_CATEGORIES = 64
+
+
+def auto_ctr_features(train_set, min_data_per_group, max_bin):
+    """The categorical features (model indices) ``cat_encoding="auto"`` encodes with
+    ordered target statistics (``AUTO_MIN_COVERED``), in feature order."""
+    cm = train_set.categories
+    if cm is None or train_set.cat_codes is None:
+        return []
+    out = []
+    for i, j in enumerate(cm.features):
+        codes = train_set.cat_codes[i]
+        counts = np.bincount(codes[codes >= 0], minlength=1)
+        seen = int(np.count_nonzero(counts))
+        total = int(counts.sum())
+        if total == 0:
+            continue
+        kept = np.sort(counts)[::-1][:max_bin]
+        covered = int(kept[kept >= min_data_per_group].sum()) / total
+        if covered < AUTO_MIN_COVERED or seen > AUTO_MAX_NATIVE_CATEGORIES:
+            out.append(int(j))
+    return out
+
+
 def _thresholds_of(bm):
     return [bm.feature_thresholds(f) for f in range(bm.n_features)]
 
 
-def _mapper(parts, max_bin):
+def _mapper(parts, max_bin, is_cat=None):
     offsets = np.concatenate([[0], np.cumsum([p.size for p in parts])]).astype(np.int64)
     thr = np.concatenate(parts) if parts else np.empty(0)
-    return BinMapper(thr, offsets, max_bin)
+    cat = None if is_cat is None else np.asarray(is_cat, np.uint8)
+    return BinMapper(thr, offsets, max_bin, cat)
 
 
 class OrderedEncoding:
@@ -178,8 +217,11 @@ class OrderedEncoding:
     (``X_cols``, ``bin_mapper``: what ``backend.prepare`` reads), its feature map ``fmap`` and the
     ``model`` (``CtrModel``) predictions use."""
 
-    def __init__(self, train_set, y, objective, k_out, p):
+    def __init__(self, train_set, y, objective, k_out, p, ctr_features=None):
         cm = train_set.categories
+        # the categorical features encoded here (all with cat_encoding="ordered"); the
+        # others keep their native category-set splits on their codes
+        ctr = list(cm.features) if ctr_features is None else list(ctr_features)
         self.F = train_set.n_features
         self.pos = {j: i for i, j in enumerate(cm.features)}
         self.codes = train_set.cat_codes
@@ -192,12 +234,16 @@ class OrderedEncoding:
         cards = {j: cm.n_codes(i) for i, j in enumerate(cm.features)}
         self.model = CtrModel([], self.T.mean(axis=0), p.ctr_prior_weight, n, cards)
         self.max_pairs = p.max_ctr_combinations
-        num = [j for j in range(self.F) if j not in self.pos]
+        self.ctr_sources = ctr
+        num = [j for j in range(self.F) if j not in set(ctr)]
+        self.num = num
         self.fmap = np.array(num, np.int64)
-        self.parts = [train_set.bin_mapper.feature_thresholds(j) for j in num]
+        bm = train_set.bin_mapper
+        self.parts = [bm.feature_thresholds(j) for j in num]
+        self.part_cat = [int(bm.is_cat[j]) for j in num]
         self.X_cols = np.ascontiguousarray(train_set.X_cols[num]) if num else None
         self.evals = []       # [(eval set, its Dataset)]
-        self._add_groups([(j,) for j in cm.features])
+        self._add_groups([(j,) for j in ctr])
 
     # ---- columns -------------------------------------------------------------------
     def _train_columns(self, sources):
@@ -241,10 +287,11 @@ class OrderedEncoding:
         bm = BinMapper.fit(V, self.max_bin, random_state=self.random_state)
         new_cols = bm.transform_columns(V)
         self.parts += _thresholds_of(bm)
+        self.part_cat += [0] * V.shape[1]
         self.fmap = np.concatenate([self.fmap, first + np.arange(V.shape[1])]).astype(np.int64)
         self.X_cols = new_cols if self.X_cols is None else np.ascontiguousarray(
             np.vstack([self.X_cols, new_cols]))
-        self.bin_mapper = _mapper(self.parts, self.max_bin)
+        self.bin_mapper = _mapper(self.parts, self.max_bin, self.part_cat)
         for ev, ds in self.evals:
             ev.X_cols = np.ascontiguousarray(np.vstack(
                 [ev.X_cols, bm.transform_columns(self._eval_columns(ds, groups))]))
@@ -252,7 +299,7 @@ class OrderedEncoding:
     def add_eval(self, ev, ds):
         """Give an eval set (``boosting._EvalSet`` of Dataset ``ds``) the grower's
         feature space."""
-        num = [j for j in range(self.F) if j not in self.pos]
+        num = self.num
         base = ds.X_cols[num]
         V = self._eval_columns(ds, self.model.groups)
         bm = _mapper(self.parts[len(num):], self.max_bin)
@@ -270,7 +317,7 @@ class OrderedEncoding:
     def combine(self, trees):
         """Add groups for the categorical pairs the trees split on along one path
         (at most ``max_ctr_combinations``); returns whether any was added."""
-        if self.max_pairs <= 0 or len(self.pos) < 2:
+        if self.max_pairs <= 0 or len(self.ctr_sources) < 2:
             return False
         m = self.model
         singles = {g.sources[0] for g in m.groups if len(g.sources) == 1}

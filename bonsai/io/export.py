@@ -72,9 +72,10 @@ def _check_booster(booster, fn):
                         f"{type(booster).__name__}")
     if booster.ctr is not None:
         raise ValueError(
-            f"{fn}: this model was trained with cat_encoding='ordered' (booster.ctr holds "
-            "ordered target statistics computed from the raw categories); such models "
-            "cannot be exported. Train with cat_encoding='native' to export.")
+            f"{fn}: this model holds ordered target statistics of categorical features "
+            "(booster.ctr: cat_encoding='ordered', or 'auto' on id-like features), computed "
+            "from the raw categories; such models cannot be exported. Train with "
+            "cat_encoding='native' to export.")
 
 
 def _link(booster, fn):
