@@ -391,11 +391,25 @@ def test_average_vector_boosters(pairs, sources):
         average_boosters([v1, r1])
 
 
-def test_xgboost_vector_leaf_models_are_refused_clearly():
+def test_xgboost_multi_output_tree_import():
+    """An XGBoost multi:softprob model with multi_strategy="multi_output_tree" imports
+    as a vector-leaf model that predicts what XGBoost predicts (float32 sums there)."""
     import xgboost as xgb
-    X, y = _data(n=120)
-    b = xgb.train({"objective": "multi:softprob", "num_class": K, "max_depth": 2,
+    X, y = _data(n=200)
+    X = X.astype(np.float32)
+    b = xgb.train({"objective": "multi:softprob", "num_class": K, "max_depth": 3,
                    "multi_strategy": "multi_output_tree", "tree_method": "hist",
-                   "nthread": 1}, xgb.DMatrix(X, y), 2)
+                   "nthread": 1}, xgb.DMatrix(X, y), 5)
+    m = Booster.from_xgboost(b)
+    assert m.multi_strategy == "multi_output_tree" and m.num_boosted_rounds() == 5
+    assert m.num_trees() == 5 and all(t.n_values == K for t in m.trees)
+    dm = xgb.DMatrix(X)
+    np.testing.assert_allclose(m.predict(X, output_margin=True),
+                               b.predict(dm, output_margin=True), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(m.predict(X), b.predict(dm), rtol=1e-5, atol=1e-6)
+    assert np.array_equal(Booster(model_str=m.model_to_string()).predict(X), m.predict(X))
+    doc = json.loads(b.save_raw("json"))
+    doc["learner"]["gradient_booster"]["model"]["trees"][0]["tree_param"][
+        "size_leaf_vector"] = "2"
     with pytest.raises(ValueError, match="multi_output_tree"):
-        Booster.from_xgboost(b)
+        Booster.from_xgboost(doc)
