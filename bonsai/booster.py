@@ -273,7 +273,7 @@ class Booster:
         if _sparse.is_sparse(X):
             return _sparse.add_trees(self, X, t0, t1, raw, _HOST)
         ens, obl = self._ensemble(t0, t1)
-        with self._predict_threads(X.shape[0], t1 - t0):
+        with self._predict_threads(X.shape[0], ens.tree_offset.shape[0] - 1):   # views
             if obl is not None:
                 _HOST.predict_oblivious(X, obl, raw)
             else:
