@@ -154,6 +154,21 @@ def test_predictions_are_the_equivalent_models_bits(pairs, sources, kind):
         vec.predict(X, iteration_range=(0, ROUNDS + 1))
 
 
+@pytest.mark.parametrize("kind", ["depthwise", "oblivious", "categorical", "sparse"])
+def test_parallel_batch_predictions(pairs, sources, kind):
+    """A batch large enough for the row-parallel kernels, on 2 threads."""
+    vec, ref = pairs[kind]
+    X = sources[kind][2]
+    big = (pd.concat([X] * 20, ignore_index=True) if isinstance(X, pd.DataFrame)
+           else sp.vstack([X] * 20, format="csr") if sp.issparse(X) else np.tile(X, (20, 1)))
+    vec.n_threads = ref.n_threads = 2
+    try:
+        assert _same(vec.predict(big, output_margin=True), ref.predict(big, output_margin=True))
+        assert _same(vec.predict(big, pred_leaf=True), ref.predict(big, pred_leaf=True)[:, ::K])
+    finally:
+        vec.n_threads = ref.n_threads = None
+
+
 @pytest.mark.parametrize("kind", ["depthwise", "categorical"])
 def test_shap_values_and_interactions(pairs, sources, kind):
     vec, ref = pairs[kind]
