@@ -241,6 +241,17 @@ def test_model_file_and_pickle_round_trip(pairs, sources):
     assert '"multi_strategy"' not in src_text
 
 
+@pytest.mark.parametrize("name", ["bonsai-0.1.0-binary", "bonsai-0.1.0-categorical"])
+def test_kept_one_output_model_files_resave_byte_identically(name):
+    """A one-output-per-tree model's file is unchanged by vector-leaf support."""
+    from pathlib import Path
+    path = Path(__file__).resolve().parent / "data" / "models" / (name + ".json")
+    text = path.read_text(encoding="utf-8")
+    b = Booster(model_file=path)
+    assert b.multi_strategy == "one_output_per_tree" and b.trees_per_round == b.n_outputs
+    assert b.model_to_string() == text
+
+
 def test_vector_model_predicts_in_a_fresh_process(pairs, sources, tmp_path, child_env):
     vec, _ = pairs["depthwise"]
     X = sources["depthwise"][2][:50]
