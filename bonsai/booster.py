@@ -10,11 +10,19 @@ model trained with ``device="cuda"``, a batch of ``GPU_PREDICT_MIN_ROWS`` rows o
 and a usable CUDA backend, else on the CPU.  Both give the same bits.  SHAP runs on the
 CPU.  The ensemble's device copy is cached beside the host one (``_ensemble``) and
 dropped with it.
+
+Vector-leaf models (``multi_strategy="multi_output_tree"``): each round is ONE tree
+whose ``value`` is ``(n_nodes, K)`` (``bonsai.tree``), so ``trees_per_round`` is 1
+instead of ``n_outputs``.  Every predictor reads the ensemble's scalar views of those
+trees (``bonsai.tree.expand``), so a vector model predicts exactly the bits of the
+equivalent one-output-per-tree model (round r holding ``tree_r.output(0..K-1)``);
+``pred_leaf`` still has one column per model tree.
 """
 import contextlib
 
 import numpy as np
 
+from ._params import MULTI_STRATEGIES
 from ._threads import resolve_n_threads, thread_context
 from ._version import __version__
 from .backends import HOST, get_backend, kernels, known, unusable_message, usable
@@ -50,6 +58,7 @@ class Booster:
         self.trees = []
         self.tree_class = []
         self.n_outputs = 1
+        self.multi_strategy = "one_output_per_tree"   # or "multi_output_tree"
         self.n_features = 0
         self.feature_names = None
         self.base_score = np.zeros(1)
@@ -76,8 +85,14 @@ class Booster:
     def num_trees(self):
         return len(self.trees)
 
+    @property
+    def trees_per_round(self):
+        """Trees one boosting round adds: 1 for a vector-leaf model
+        (``multi_strategy="multi_output_tree"``), else ``n_outputs``."""
+        return 1 if self.multi_strategy == "multi_output_tree" else self.n_outputs
+
     def num_boosted_rounds(self):
-        return len(self.trees) // self.n_outputs
+        return len(self.trees) // self.trees_per_round
 
     def _objective(self):
         if self._obj is None:
@@ -101,14 +116,15 @@ class Booster:
         n_rounds = self.num_boosted_rounds()
         if iteration_range is None or tuple(iteration_range) == (0, 0):
             if self.best_iteration is not None:
-                return 0, (self.best_iteration + 1) * self.n_outputs
+                return 0, (self.best_iteration + 1) * self.trees_per_round
             return 0, len(self.trees)
         start, end = (int(v) for v in iteration_range)
         if end == 0:
             end = n_rounds
         if not 0 <= start <= end <= n_rounds:
             raise ValueError(f"iteration_range={iteration_range!r} is outside [0, {n_rounds}]")
-        return start * self.n_outputs, end * self.n_outputs
+        per = self.trees_per_round
+        return start * per, end * per
 
     def _ensemble(self, t0, t1):
         key = (t0, t1)
@@ -195,7 +211,8 @@ class Booster:
         output_margin : bool -- raw margins instead of transformed outputs
         iteration_range : (start, end) rounds, optional -- default: up to the best
             iteration when early stopping ran, else every round
-        pred_leaf : bool -- return leaf node indices, shape (n, n_trees) int32
+        pred_leaf : bool -- return leaf node indices, shape (n, n_trees) int32 (one
+            column per tree: per round 1 for a vector-leaf model, else K)
         pred_contribs : bool -- SHAP values (exact TreeSHAP), shape (n, F + 1), the
             last column the bias; (n, K, F + 1) for multiclass.  Rows sum to the margin.
         pred_interactions : bool -- SHAP interaction values, (n, F + 1, F + 1) or
@@ -256,7 +273,7 @@ class Booster:
         if _sparse.is_sparse(X):
             return _sparse.add_trees(self, X, t0, t1, raw, _HOST)
         ens, obl = self._ensemble(t0, t1)
-        with self._predict_threads(X.shape[0], t1 - t0):
+        with self._predict_threads(X.shape[0], ens.tree_offset.shape[0] - 1):   # views
             if obl is not None:
                 _HOST.predict_oblivious(X, obl, raw)
             else:
@@ -362,6 +379,8 @@ class Booster:
             "tree_class": self.tree_class, "trees": [t.to_dict() for t in self.trees],
             "extra": self.extra,
         }
+        if self.multi_strategy != "one_output_per_tree":   # older files stay byte-identical
+            doc["multi_strategy"] = self.multi_strategy
         if self.categories is not None:
             doc["categorical"] = self.categories.to_dict()
             if self.ctr is not None:
@@ -384,6 +403,7 @@ class Booster:
         self.trees = trees
         self.tree_class = list(doc["tree_class"])
         self.n_outputs = doc["n_outputs"]
+        self.multi_strategy = doc.get("multi_strategy", MULTI_STRATEGIES[0])
         self.n_features = doc["n_features"]
         self.feature_names = doc.get("feature_names")
         self.base_score = np.asarray(doc["base_score"], dtype=np.float64)

@@ -384,16 +384,19 @@ def average_boosters(boosters):
         if b.ctr is not None:
             raise ValueError(f"average_boosters: model {i} uses ordered target statistics "
                              "(cat_encoding='ordered'); such models cannot be averaged")
-        same = (b.n_outputs == first.n_outputs and b.n_features == first.n_features
+        same = (b.n_outputs == first.n_outputs and b.multi_strategy == first.multi_strategy
+                and b.n_features == first.n_features
                 and b.feature_names == first.feature_names and b.objective == first.objective
                 and b.objective_params == first.objective_params
                 and b.categories == first.categories)
         if not same:
             raise ValueError(f"average_boosters: model {i} differs from model 0 in its "
-                             "objective, outputs, features or categories")
+                             "objective, outputs (or multi_strategy), features or "
+                             "categories")
     k = len(boosters)
     out = Booster()
     out.n_outputs = first.n_outputs
+    out.multi_strategy = first.multi_strategy
     out.n_features = first.n_features
     out.feature_names = first.feature_names
     out.objective = first.objective
@@ -407,7 +410,7 @@ def average_boosters(boosters):
     rounds = []
     for b in boosters:
         t0, t1 = b._tree_range(None)
-        rounds.append((t1 - t0) // b.n_outputs)
+        rounds.append((t1 - t0) // b.trees_per_round)
         for tree, c in zip(b.trees[t0:t1], b.tree_class[t0:t1]):
             out._append(tree._replace(value=tree.value / k), c)
     out.extra = {"averaged_models": {"n_models": k, "rounds": rounds}}

@@ -10,6 +10,9 @@ outputs (one matrix per class); interactions ``(n, F + 1, F + 1)`` /
 to its raw margin.  With ordered target statistics (``cat_encoding="ordered"``) the
 trees split on CTR features: each one's contribution goes to its categorical source
 features (a pair's in halves), so the columns stay the model's input features.
+A vector-leaf model (``multi_strategy="multi_output_tree"``) is explained through its
+trees' scalar views (``bonsai.tree.expand``): the same values, shapes and bits as
+the equivalent one-output-per-tree model.
 """
 import contextlib
 
@@ -17,6 +20,7 @@ import numpy as np
 
 from ._threads import resolve_n_threads, thread_context
 from .backends import HOST, get_backend, kernels
+from .tree import expand
 
 _shap = kernels("shap")
 parallel_predict = get_backend(HOST).parallel_predict
@@ -64,7 +68,7 @@ def shap_values(booster, X, iteration_range=None, interactions=False):
     Xc = np.ascontiguousarray(Xc, dtype=np.float64)
     t0, t1 = booster._tree_range(iteration_range)
     ens, _ = booster._ensemble(t0, t1)
-    trees = booster.trees[t0:t1]
+    trees = expand(booster.trees[t0:t1], booster.tree_class[t0:t1])[0]   # the scalar views
     cover = (np.ascontiguousarray(np.concatenate([t.cover for t in trees]), dtype=np.float64)
              if trees else np.zeros(0))
     n = Xc.shape[0]

@@ -16,6 +16,11 @@ feature).
 Node ids: ``node_index`` is a node's index within its tree (the value
 ``Booster.predict(..., pred_leaf=True)`` reports), ``node_id`` the string
 ``"<tree>-<node>"``, unique across the model.
+
+Vector-leaf models (``multi_strategy="multi_output_tree"``: one tree per round, K
+values per node): ``trees_to_dataframe`` has float columns ``value_0`` ..
+``value_{K-1}`` in place of ``value``; ``dump_model`` writes ``leaf_value`` and
+``internal_value`` as lists of K floats.
 """
 import math
 import numbers
@@ -174,7 +179,11 @@ def trees_to_dataframe(booster):
       ``"right"``, None for leaves);
     * ``value`` (a leaf's output, learning rate applied; an internal node's own
       weight), ``gain`` (split gain, 0 for leaves), ``cover`` (sum of hessians),
-      ``count`` (training rows).
+      ``count`` (training rows).  A vector-leaf model (``multi_strategy=
+      "multi_output_tree"``) has ``value_0`` .. ``value_{K-1}`` (float, output k's
+      value) instead of ``value``, ``gain`` summed and ``cover`` the hessians summed
+      over the outputs, and ``class`` 0 (its trees' ``tree_class``: each adds
+      ``value_k`` to output k).
 
     Requires pandas.
     """
@@ -185,6 +194,7 @@ def trees_to_dataframe(booster):
     booster = _booster_of(booster)
     names = _Names(booster)
     cols = {c: [] for c in _DF_COLUMNS}
+    vector = getattr(booster, "multi_strategy", None) == "multi_output_tree"
     for t, (tree, k) in enumerate(zip(booster.trees, booster.tree_class)):
         n = tree.n_nodes
         idx = np.arange(n, dtype=np.int64)
@@ -227,16 +237,33 @@ def trees_to_dataframe(booster):
               "split_index": np.int64, "threshold": np.float64, "value": np.float64,
               "gain": np.float64, "cover": np.float64, "count": np.int64}
     data = {}
+    columns = list(_DF_COLUMNS)
+    if vector:      # value (n, K) per tree -> K float columns
+        K = int(booster.n_outputs)
+        vals = (np.concatenate([np.reshape(v, (len(v), K)) for v in cols["value"]])
+                if cols["value"] else np.zeros((0, K)))
+        at = columns.index("value")
+        columns[at:at + 1] = [f"value_{k}" for k in range(K)]
+        for k in range(K):
+            data[f"value_{k}"] = np.ascontiguousarray(vals[:, k], dtype=np.float64)
     for c in _DF_COLUMNS:
+        if c == "value" and vector:
+            continue
         if c in dtypes:
             data[c] = (np.concatenate(cols[c]).astype(dtypes[c], copy=False) if cols[c]
                        else np.zeros(0, dtypes[c]))
         else:
             data[c] = pd.Series([v for part in cols[c] for v in part], dtype=object)
-    return pd.DataFrame(data, columns=list(_DF_COLUMNS))
+    return pd.DataFrame(data, columns=columns)
 
 
 # ---- dump_model ----------------------------------------------------------------------
+
+def _node_value(tree, i):
+    """Node ``i``'s value: a float, or a list of K floats for a vector-leaf tree."""
+    v = tree.value[i]
+    return _float(v) if tree.value.ndim == 1 else [_float(x) for x in v]
+
 
 def _tree_structure(tree, names):
     """The tree's root as nested dicts (built without recursion)."""
@@ -247,7 +274,7 @@ def _tree_structure(tree, names):
     nodes = []
     for i in range(n):
         if tree.left[i] < 0:
-            nodes.append({"leaf_index": i, "leaf_value": _float(tree.value[i]),
+            nodes.append({"leaf_index": i, "leaf_value": _node_value(tree, i),
                           "leaf_cover": _float(tree.cover[i]),
                           "leaf_count": int(tree.count[i])})
             continue
@@ -261,7 +288,7 @@ def _tree_structure(tree, names):
             dl = bool(tree.default_left[i])
             d.update(threshold=_float(tree.threshold[i]), decision_type="<=",
                      default_left=dl, missing_direction="left" if dl else "right")
-        d.update(split_gain=_float(tree.gain[i]), internal_value=_float(tree.value[i]),
+        d.update(split_gain=_float(tree.gain[i]), internal_value=_node_value(tree, i),
                  internal_cover=_float(tree.cover[i]), internal_count=int(tree.count[i]),
                  left_child=None, right_child=None)
         nodes.append(d)
@@ -277,7 +304,8 @@ def dump_model(booster):
 
     Header: ``name``, ``version``, ``objective``, ``objective_params``,
     ``n_outputs``, ``num_class`` (the number of classes for multiclass, else 1),
-    ``num_tree_per_iteration``, ``n_features``, ``feature_names`` (the model's names,
+    ``multi_strategy``, ``num_tree_per_iteration`` (1 for a vector-leaf model, else
+    K), ``n_features``, ``feature_names`` (the model's names,
     ``"f<j>"`` when it has none), ``base_score`` (list of K starting margins),
     ``best_iteration``, ``grow_policy``, ``params``, ``categorical_features``
     (``[{"feature", "name", "categories"}]``, categories in code order),
@@ -293,7 +321,8 @@ def dump_model(booster):
     listed go left), ``default_left``, ``missing_direction``, ``split_gain``,
     ``internal_value``, ``internal_cover``, ``internal_count``, ``left_child``,
     ``right_child``.  A leaf: ``leaf_index`` (its node index within the tree, as
-    ``pred_leaf`` reports it), ``leaf_value``, ``leaf_cover``, ``leaf_count``.
+    ``pred_leaf`` reports it), ``leaf_value``, ``leaf_cover``, ``leaf_count``.  In a
+    vector-leaf model ``leaf_value`` and ``internal_value`` are lists of K floats.
     Non-finite floats (not expected) are written as None.
     """
     booster = _booster_of(booster)
@@ -319,7 +348,9 @@ def dump_model(booster):
         "objective": str(booster.objective),
         "objective_params": _plain(dict(booster.objective_params or {})),
         "n_outputs": K, "num_class": K if booster.objective == "multiclass" else 1,
-        "num_tree_per_iteration": K, "n_features": F,
+        "multi_strategy": str(getattr(booster, "multi_strategy", "one_output_per_tree")),
+        "num_tree_per_iteration": int(getattr(booster, "trees_per_round", K)),
+        "n_features": F,
         "feature_names": [_base_name(booster, j) for j in range(F)],
         "base_score": [_float(v) for v in np.asarray(booster.base_score).ravel()],
         "best_iteration": None if best is None else int(best),

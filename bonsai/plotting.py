@@ -153,10 +153,20 @@ def _set_text(values, precision, limit=6):
     return "{" + ", ".join(vals) + "}"
 
 
+def _value_text(tree, i, precision, limit=4):
+    """Node ``i``'s value; a vector-leaf tree's K values as ``[v0, v1, ...]``."""
+    if tree.value.ndim == 1:
+        return _fmt(tree.value[i], precision)
+    vals = [_fmt(float(v), precision) for v in tree.value[i]]
+    if len(vals) > limit:
+        vals = vals[:limit] + [f"... (+{len(vals) - limit})"]
+    return "[" + ", ".join(vals) + "]"
+
+
 def _node_text(tree, i, names, show_info, precision, total, cut, is_cat):
     info = []
     if tree.left[i] < 0:
-        lines = [f"leaf {i}: {_fmt(tree.value[i], precision)}"]
+        lines = [f"leaf {i}: {_value_text(tree, i, precision)}"]
         if "leaf_count" in show_info:
             info.append(f"count: {int(tree.count[i])}")
         if "leaf_cover" in show_info:
@@ -171,7 +181,7 @@ def _node_text(tree, i, names, show_info, precision, total, cut, is_cat):
         if "split_gain" in show_info:
             info.append(f"gain: {_fmt(tree.gain[i], precision)}")
         if "internal_value" in show_info:
-            info.append(f"value: {_fmt(tree.value[i], precision)}")
+            info.append(f"value: {_value_text(tree, i, precision)}")
         if "internal_count" in show_info:
             info.append(f"count: {int(tree.count[i])}")
         if "internal_cover" in show_info:
@@ -201,7 +211,8 @@ def plot_tree(model, tree_index=0, ax=None, show_info=None, precision=3, max_dep
 
     Internal nodes read ``feature <= threshold`` (or ``feature in {values}`` for a
     categorical split); the left edge is ``yes``, the right ``no``, and the edge
-    missing values take is marked ``missing``.  Leaves show ``leaf <index>: value``.
+    missing values take is marked ``missing``.  Leaves show ``leaf <index>: value``
+    (a vector-leaf tree's values as a list: its first 4 and a count of the rest).
     ``show_info``: any of ``"split_gain"``, ``"internal_value"``,
     ``"internal_count"``, ``"internal_cover"``, ``"leaf_count"``, ``"leaf_cover"``,
     ``"data_percentage"``.  ``max_depth`` cuts the drawing below that depth (the cut
@@ -267,8 +278,9 @@ def plot_tree(model, tree_index=0, ax=None, show_info=None, precision=3, max_dep
     ax.set_xlim(-0.6, max(width - 1, 0) + 0.6)
     ax.set_ylim(-(levels - 1) - 0.5, 0.5)
     ax.set_axis_off()
-    ax.set_title(f"tree {int(tree_index)} (class {int(booster.tree_class[int(tree_index)])})",
-                 fontsize=fontsize + 1)
+    what = (f"{tree.n_values} outputs" if tree.value.ndim == 2
+            else f"class {int(booster.tree_class[int(tree_index)])}")
+    ax.set_title(f"tree {int(tree_index)} ({what})", fontsize=fontsize + 1)
     return ax
 
 

@@ -6,6 +6,14 @@ A node ``i`` is a leaf when ``left[i] == -1``.  An internal node sends a row lef
 value left when ``default_left``.  ``value`` holds the (shrunk) leaf output for leaves
 and the node's own output for internal nodes (for explanations later).
 
+A vector-leaf tree (``multi_strategy="multi_output_tree"``) has ``value (n, K)``:
+every node holds one value per output; ``gain`` (summed over the outputs) and
+``cover`` (the hessian summed over the outputs) stay ``(n,)``.  ``Tree.output(k)`` is
+its scalar view for output k.  The ensembles the predictors read (``concat``,
+``concat_oblivious``) hold only scalar trees: a vector tree enters them as its K
+views, output k with class k (``expand``), so every predictor adds the same float64
+values in the same order as the equivalent one-output-per-tree model.
+
 A categorical split (threshold NaN, bin_threshold -1, default_left 0) sends a row
 left when its category code ``c`` (``bonsai.categorical``; on binned data the bin) is
 in the node's bitset: bit ``c % 64`` of word ``cat_words[cat_ptr[i] + c // 64]``,
@@ -46,6 +54,21 @@ class Tree(NamedTuple):
         return self.left.shape[0]
 
     @property
+    def n_values(self):
+        """K of a vector-leaf tree (``value (n, K)``), 1 for a scalar tree."""
+        return 1 if self.value.ndim == 1 else int(self.value.shape[1])
+
+    def output(self, k):
+        """The scalar tree of output ``k``: the same node arrays with ``value[:, k]``
+        (a contiguous copy); a scalar tree is its own output 0."""
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) \
+                or not 0 <= k < self.n_values:
+            raise ValueError(f"output k={k!r} is not in [0, {self.n_values})")
+        if self.value.ndim == 1:
+            return self
+        return self._replace(value=np.ascontiguousarray(self.value[:, int(k)]))
+
+    @property
     def n_leaves(self):
         return int(np.count_nonzero(self.left < 0))
 
@@ -81,7 +104,8 @@ class Tree(NamedTuple):
         n = None
         for name, dtype in FIELDS:
             a = np.asarray(d[name], dtype=dtype)
-            if a.ndim != 1 or (n is not None and a.shape[0] != n):
+            ndim_ok = a.ndim == 1 or (name == "value" and a.ndim == 2 and a.shape[1] >= 1)
+            if not ndim_ok or (n is not None and a.shape[0] != n):
                 raise ValueError(f"tree field {name!r} has a bad shape {a.shape}")
             n = a.shape[0]
             arrays[name] = a
@@ -113,6 +137,9 @@ class Tree(NamedTuple):
         n = self.n_nodes
         if n == 0:
             raise ValueError("tree has no nodes")
+        v = self.value
+        if not (v.ndim == 1 or (v.ndim == 2 and v.shape[1] >= 1)) or v.shape[0] != n:
+            raise ValueError(f"tree value has shape {v.shape}; expected ({n},) or ({n}, K)")
         internal = self.left >= 0
         if np.any(self.right[internal] < 0) or np.any(self.left >= n) or np.any(self.right >= n):
             raise ValueError("tree has a child index out of range")
@@ -173,7 +200,11 @@ class Ensemble(NamedTuple):
     """Concatenated node arrays of many trees (see module docstring), plus the packed
     node records the batch predictor walks (``records``, see ``node_records``).
     ``cat_ptr (N + 1,)`` / ``cat_words`` are the categorical bitsets of every node
-    (empty for numeric ones); ``has_cat`` says whether any exists."""
+    (empty for numeric ones); ``has_cat`` says whether any exists.  The trees are
+    scalar (a vector tree enters as its views, ``expand``); ``leaf_offset (M + 1,)``
+    holds, for each of the M *model* trees, the node offset of its first view (what
+    ``pred_leaf`` walks: one column per model tree), ``leaf_offset[M]`` the node
+    count.  It equals ``tree_offset`` when no tree is a vector tree."""
     feature: np.ndarray
     threshold: np.ndarray
     default_left: np.ndarray
@@ -189,6 +220,7 @@ class Ensemble(NamedTuple):
     cat_ptr: np.ndarray = None
     cat_words: np.ndarray = None
     has_cat: bool = False
+    leaf_offset: np.ndarray = None
 
 
 #: bytes of node records per tree chunk of the batch predictor (L2-resident)
@@ -249,13 +281,33 @@ def node_records(tree):
     return rec, int(depth.max()) if n else 0
 
 
+def expand(trees, tree_class):
+    """(scalar trees, their classes, first): every vector tree of ``trees`` replaced by
+    its views ``output(0..K-1)`` with classes ``0..K-1``, in place (scalar trees are
+    kept with their class); ``first (len(trees) + 1,)`` int64: the index of tree t's
+    first view, ``first[-1]`` the number of views."""
+    out, cls, first = [], [], [0]
+    for t, c in zip(trees, tree_class):
+        if t.value.ndim == 1:
+            out.append(t)
+            cls.append(int(c))
+        else:
+            out.extend(t.output(k) for k in range(t.n_values))
+            cls.extend(range(t.n_values))
+        first.append(len(out))
+    return out, cls, np.array(first, np.int64)
+
+
 def concat(trees, tree_class):
+    """The ``Ensemble`` of ``trees`` (scalar or vector; see ``expand``)."""
+    trees, tree_class, first = expand(trees, tree_class)
     if not trees:
         z = np.zeros(0)
         return Ensemble(z.astype(np.int32), z, z.astype(np.uint8), z.astype(np.int32),
                         z.astype(np.int32), z, np.zeros(1, np.int64), z.astype(np.int32),
                         np.zeros((0, 2)), np.zeros(0, np.int64), np.zeros(1, np.int64),
-                        None, np.zeros(1, np.int64), np.zeros(1, np.uint64), False)
+                        None, np.zeros(1, np.int64), np.zeros(1, np.uint64), False,
+                        np.zeros(1, np.int64))
     has_cat = any(t.cat_ptr is not None for t in trees)
     ptrs, words, base = [np.zeros(1, np.int64)], [], 0
     for t in trees:
@@ -281,7 +333,8 @@ def concat(trees, tree_class):
     depth = np.array([d for _, d in recs], np.int64)
     heaps = None if has_cat else kernels("predict_binned").heap_layout(*arrays, depth, cls)
     return Ensemble(*arrays, cls, np.ascontiguousarray(np.concatenate([r for r, _ in recs])),
-                    depth, _tree_chunks(sizes), heaps, cat_ptr, cat_words, has_cat)
+                    depth, _tree_chunks(sizes), heaps, cat_ptr, cat_words, has_cat,
+                    np.ascontiguousarray(arrays[6][first]))
 
 
 class ObliviousEnsemble(NamedTuple):
@@ -322,6 +375,8 @@ def _oblivious_levels(tree):
 
 
 def concat_oblivious(trees, tree_class):
+    """The ``ObliviousEnsemble`` of symmetric ``trees`` (vector trees as their views)."""
+    trees, tree_class, _ = expand(trees, tree_class)
     parts = [_oblivious_levels(t) for t in trees]
     depths = [len(p[0]) for p in parts]
     thr = np.asarray([x for p in parts for x in p[1]], dtype=np.float64)

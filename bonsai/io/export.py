@@ -23,6 +23,11 @@ Conventions of every exported model
   operator with ``BRANCH_MEMBER`` nodes for such models (runs in onnxruntime 1.32,
   the version tested; older runtimes may lack that operator); other models use the
   opset-3 ``TreeEnsembleRegressor`` / ``TreeEnsembleClassifier``.
+* Vector-leaf models (``multi_strategy="multi_output_tree"``: one tree per round
+  holding K outputs) are written as the equivalent one-output-per-tree model: each
+  tree as its K scalar views (``bonsai.tree.expand``), view k adding to output k.
+  The exported model is the one the equivalent model exports (the same bytes), so
+  it predicts what the vector model predicts.
 * Models trained with ``cat_encoding="ordered"`` (target statistics computed from
   the raw categories, ``booster.ctr``) cannot be exported: ValueError.
 
@@ -40,6 +45,7 @@ import numpy as np
 from .._dtypes import float32_floor
 from .._version import __version__
 from ..objectives import _ALIASES
+from ..tree import expand
 
 __all__ = ["to_onnx", "to_treelite", "category_codes", "DEFAULT_OPSET"]
 
@@ -107,7 +113,8 @@ def _model_parts(booster, fn):
     if link == "softmax" and k < 2:
         raise ValueError(f"{fn}: a multiclass model must have n_outputs >= 2; got {k}")
     t0, t1 = booster._tree_range(None)
-    return list(booster.trees[t0:t1]), [int(c) for c in booster.tree_class[t0:t1]], link, k, base
+    trees, classes, _ = expand(booster.trees[t0:t1], booster.tree_class[t0:t1])
+    return trees, classes, link, k, base
 
 
 def _has_cat(trees):

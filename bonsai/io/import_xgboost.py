@@ -93,7 +93,23 @@ def _xgb_node_cats(t):
             for q, node in enumerate(t.get("categories_nodes", []))}
 
 
-def _xgb_tree(t, scale, cat_n):
+def _xgb_values(t, n, width):
+    """(node values, leaf values) of a tree whose nodes hold ``width`` values each
+    (XGBoost's ``size_leaf_vector``; 1 for a scalar tree): for a vector tree, the K
+    weights of each node (``base_weights``, node-major) and of each leaf
+    (``leaf_weights``, leaf ``right_children[i]``'s K values)."""
+    bw = t.get("base_weights") or [0.0] * (n * width)
+    if width == 1:
+        return bw, None
+    lw = t.get("leaf_weights")
+    if len(bw) != n * width or lw is None or len(lw) % width:
+        raise ValueError(f"its vector weights do not hold {width} values per node")
+    return ([[float(v) for v in bw[i * width:(i + 1) * width]] for i in range(n)],
+            [[float(v) for v in lw[i * width:(i + 1) * width]]
+             for i in range(len(lw) // width)])
+
+
+def _xgb_tree(t, scale, cat_n, width=1):
     left, right = t["left_children"], t["right_children"]
     n = len(left)
     order, seen = [0], {0: 0}     # breadth-first over reachable nodes (drops deleted ones)
@@ -108,14 +124,19 @@ def _xgb_tree(t, scale, cat_n):
     cat_left = [None] * len(order)
     split_type = t.get("split_type") or [0] * n
     cats = _xgb_node_cats(t) if "categories_nodes" in t else {}
-    bw = t.get("base_weights") or [0.0] * n
+    bw, leaf_w = _xgb_values(t, n, width)
     for new, old in enumerate(order):
         nodes["cover"][new] = float(t["sum_hessian"][old])
+        if left[old] < 0 and leaf_w is not None:      # a vector leaf: its leaf's weights
+            nodes["value"][new] = [v * scale for v in leaf_w[right[old]]]
+            continue
         if left[old] < 0:
             nodes["value"][new] = float(t["split_conditions"][old]) * scale
             continue
         j = int(t["split_indices"][old])
-        nodes["feature"][new], nodes["value"][new] = j, float(bw[old]) * scale
+        nodes["feature"][new] = j
+        nodes["value"][new] = (float(bw[old]) * scale if leaf_w is None
+                               else [v * scale for v in bw[old]])
         nodes["gain"][new] = float(t["loss_changes"][old])
         lo, hi = seen[left[old]], seen[right[old]]
         dl = int(t["default_left"][old])
@@ -233,14 +254,22 @@ def _from_xgb_doc(doc):
         raise ValueError("from_xgboost: tree_info does not give a valid class per tree")
     if weights is not None and len(weights) != len(trees_doc):
         raise ValueError("from_xgboost: dart weight_drop length differs from the tree count")
-    if any(int(t.get("tree_param", {}).get("size_leaf_vector", "1")) > 1 for t in trees_doc):
-        raise ValueError("from_xgboost: vector-leaf (multi_output_tree) models are not supported")
+    widths = {int(t.get("tree_param", {}).get("size_leaf_vector", "1")) for t in trees_doc}
+    vector = any(w > 1 for w in widths)     # multi_strategy="multi_output_tree"
+    if vector and (objective != "multiclass" or widths != {k}):
+        raise ValueError(f"from_xgboost: vector-leaf (multi_output_tree) trees of "
+                         f"{sorted(widths)} values are supported for multiclass models with "
+                         f"one value per class only (objective {name!r}, num_class={k}); "
+                         "train with multi_strategy='one_output_per_tree'")
+    if vector and any(c != 0 for c in tree_info):
+        raise ValueError("from_xgboost: a multi_output_tree model's tree_info must be 0")
     names = [str(s) for s in learner.get("feature_names") or []] or None
     categories, cat_n = _xgb_categories(learner, m, trees_doc, n_features)
     trees = []
     for i, t in enumerate(trees_doc):
         try:
-            trees.append(_xgb_tree(t, 1.0 if weights is None else weights[i], cat_n))
+            trees.append(_xgb_tree(t, 1.0 if weights is None else weights[i], cat_n,
+                                   k if vector else 1))
         except ValueError as e:
             raise ValueError(f"from_xgboost: tree {i}: {e}") from None
         if trees[-1].max_feature() >= n_features:
@@ -252,9 +281,12 @@ def _from_xgb_doc(doc):
         val = learner["objective"].get(group, {}).get(key)
         if val is not None:
             oparams[ours] = _xgb_floats(val, key)[0]
-    return _model_state("xgboost", trees, tree_info, k, n_features,
-                        names if names and len(names) == n_features else None, base,
-                        objective, oparams, categories, name)
+    state = _model_state("xgboost", trees, tree_info, k, n_features,
+                         names if names and len(names) == n_features else None, base,
+                         objective, oparams, categories, name)
+    if vector:
+        state["multi_strategy"] = "multi_output_tree"
+    return state
 
 
 # ---------------------------------------------------------------------------- LightGBM

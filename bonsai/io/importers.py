@@ -19,6 +19,10 @@ the output space) becomes a margin (logit / log).  ``multi:softmax`` predicts cl
 labels in XGBoost; the imported model is a bonsai ``"multiclass"`` model, whose
 ``predict`` returns class probabilities (take ``argmax`` for labels).
 ``binary:logitraw`` predicts margins in XGBoost; it is imported with an identity link.
+A multiclass model trained with ``multi_strategy="multi_output_tree"`` (one tree per
+round, a vector of ``num_class`` weights per node) becomes a bonsai vector-leaf model
+(``Booster.multi_strategy``); XGBoost's other multi-target models (``num_target > 1``)
+are refused.
 Categorical splits become bonsai categorical nodes over XGBoost's category codes
 (the category names stored by XGBoost >= 3.1 when it was trained on a DataFrame,
 else the codes 0..n-1 themselves).  XGBoost sends the listed categories right, the

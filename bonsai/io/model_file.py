@@ -11,7 +11,13 @@ schema 1, which older bonsai versions read)::
      "tree_class": [class of each tree], "trees": [Tree.to_dict(), ...],
      "extra": {...},
      "categorical": {"features": [j, ...], "categories": [[value, ...], ...]},  (schema 2)
-     "ctr": {"groups": [...], "prior": [...], ...}}  (cat_encoding="ordered", schema 2)
+     "ctr": {"groups": [...], "prior": [...], ...},  (cat_encoding="ordered", schema 2)
+     "multi_strategy": "multi_output_tree"}  (vector-leaf models only)
+
+A vector-leaf model (``multi_strategy`` "multi_output_tree"; the field is absent for
+every other model, so their files are unchanged) has one tree per round, each with
+``tree_class`` 0 and a "value" of one K-list per node (K = n_outputs); every other
+model's trees have one number per node.
 
 A tree's categorical splits are its "cat_left" field: per node, the category codes
 sent left (``[]`` for the other nodes; see ``bonsai.tree``).
@@ -24,6 +30,7 @@ import math
 
 import numpy as np
 
+from .._params import MULTI_STRATEGIES
 from .._version import __version__
 from ..tree import Tree
 
@@ -53,6 +60,27 @@ def _floats(values, what):
         return [float(v) for v in values]
     except (TypeError, ValueError):
         raise ValueError(f"invalid model: {what} must be numbers") from None
+
+
+def _values(values):
+    """A tree's "value": numbers, or (vector leaves) lists of numbers of one length."""
+    if isinstance(values, list) and values and all(isinstance(v, list) for v in values):
+        if len({len(v) for v in values}) != 1:
+            raise ValueError("'value' lists differ in length")
+        return [_floats(v, "value") for v in values]
+    return _floats(values, "value")
+
+
+def _check_strategy(doc, k):
+    """The model's ``multi_strategy`` (checked), and its trees' classes under it."""
+    strategy = doc.get("multi_strategy", MULTI_STRATEGIES[0])
+    if strategy not in MULTI_STRATEGIES:
+        raise ValueError(f"invalid model: multi_strategy={strategy!r} is not one of "
+                         f"{list(MULTI_STRATEGIES)}")
+    if strategy == "multi_output_tree" and any(c != 0 for c in doc["tree_class"]):
+        raise ValueError("invalid model: a multi_output_tree model's trees must all have "
+                         "tree_class 0 (each tree holds every output)")
+    return strategy
 
 
 def loads(text):
@@ -90,7 +118,8 @@ def loads(text):
         raise ValueError("invalid model: feature_names length differs from n_features")
     if names is not None and not all(isinstance(v, str) for v in names):
         raise ValueError("invalid model: feature_names must be strings")
-    _check_best(doc, len(doc["trees"]) // k)
+    vector = _check_strategy(doc, k) == "multi_output_tree"
+    _check_best(doc, len(doc["trees"]) // (1 if vector else k))
     ctr = doc.get("ctr")
     n_ext = n_features
     if ctr is not None:      # CTR features follow the original ones (bonsai.ordered)
@@ -103,11 +132,20 @@ def loads(text):
     trees = []
     for i, td in enumerate(doc["trees"]):
         try:
-            for key in ("threshold", "value", "gain", "cover"):
+            for key in ("threshold", "gain", "cover"):
                 td[key] = _floats(td[key], key)
+            td["value"] = _values(td["value"])
             tree = Tree.from_dict(td)
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"invalid model: tree {i}: {e}") from None
+        if vector and (tree.value.ndim != 2 or tree.n_values != k):
+            raise ValueError(f"invalid model: tree {i} has values of shape "
+                             f"{tree.value.shape}; a multi_output_tree model with "
+                             f"n_outputs={k} needs one {k}-list per node")
+        if not vector and tree.value.ndim != 1:
+            raise ValueError(f"invalid model: tree {i} has vector values (shape "
+                             f"{tree.value.shape}) but the model is not a "
+                             "multi_output_tree model (no \"multi_strategy\" field)")
         if tree.max_feature() >= n_ext:
             raise ValueError(f"invalid model: tree {i} uses a feature index >= n_features")
         for node in map(int, np.flatnonzero(tree.is_categorical())):

@@ -414,22 +414,32 @@ def predict_oblivious(X, obl, out):
 
 
 def predict_leaf(X, ens, out):
-    """Leaf index of every row in every tree, ``out (n, T) int32``."""
+    """Leaf index of every row in every model tree, ``out (n, M) int32`` (a vector
+    tree's first view stands for it: ``ens.leaf_offset``)."""
     k = _pick(_pred.predict_leaf, parallel_predict(X.shape[0], _n_trees(ens)))
     k(X, ens.feature, ens.threshold, ens.default_left, ens.left, ens.right, ens.cat_ptr,
-      ens.cat_words, ens.tree_offset, out)
+      ens.cat_words, ens.leaf_offset, out)
 
 
 def predict_binned_add(X_cols, rows, tree, missing_bin, out):
     """``out[rows[i]] += tree output`` of binned rows (validation sets, out-of-bag rows);
-    sparse bins (``bonsai.sparse.SparseBins``) are read from their row store."""
+    sparse bins (``bonsai.sparse.SparseBins``) are read from their row store.  A scalar
+    tree adds to ``out (n,)``; a vector-leaf tree (``value (n_nodes, K)``) adds
+    ``value[leaf, k]`` to ``out[k, r]`` of ``out (K, n)`` (the training scores'
+    layout), one descent per row: the bits of K scalar trees' adds."""
     cat_ptr, cat_words = tree.arrays_cat()
+    vector = tree.value.ndim == 2
+    if vector and (out.ndim != 2 or out.shape[0] != tree.n_values):
+        raise ValueError(f"predict_binned_add: a tree with {tree.n_values} outputs adds to "
+                         f"out of shape (K, n) = ({tree.n_values}, n), got {out.shape}")
     if isinstance(X_cols, SparseBins):
-        _pick(_sparse.predict_binned_add_rows, _parallel_rows(rows.shape[0]))(
+        kern = _sparse.predict_binned_add_rows_vec if vector else _sparse.predict_binned_add_rows
+        _pick(kern, _parallel_rows(rows.shape[0]))(
             X_cols.ptr, X_cols.gidx, _bin_offsets(missing_bin), X_cols.default_bin, rows,
             tree.feature, tree.bin_threshold, tree.default_left, missing_bin, tree.left,
             tree.right, tree.value, cat_ptr, cat_words, out)
         return
-    _pick(_pred.predict_binned_add, _parallel_rows(rows.shape[0]))(
+    kern = _pred.predict_binned_add_vec if vector else _pred.predict_binned_add
+    _pick(kern, _parallel_rows(rows.shape[0]))(
         X_cols, rows, tree.feature, tree.bin_threshold, tree.default_left, missing_bin,
         tree.left, tree.right, tree.value, cat_ptr, cat_words, out)

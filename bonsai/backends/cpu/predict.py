@@ -159,6 +159,26 @@ def predict_nodes(X, feature, threshold, default_left, left, right, value, cat_p
             out[r, tree_class[t]] += value[base + node]
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _binned_leaf(X_cols, r, feature, bin_threshold, default_left, missing_bin, left, right,
+                 cat_ptr, cat_words):
+    """The leaf binned row ``r`` of ``X_cols (F, n)`` reaches in one tree."""
+    node = 0
+    while left[node] >= 0:
+        f = feature[node]
+        b = X_cols[f, r]
+        p0 = cat_ptr[node]
+        p1 = cat_ptr[node + 1]
+        if p1 > p0:     # categorical: bins are codes, the missing bin is never set
+            go_left = _in_set(np.float64(b), p0, p1, cat_words)
+        elif b == missing_bin[f]:
+            go_left = default_left[node] != 0
+        else:
+            go_left = b <= bin_threshold[node]
+        node = left[node] if go_left else right[node]
+    return node
+
+
 @parallel_kernel
 def predict_binned_add(X_cols, rows, feature, bin_threshold, default_left, missing_bin,
                        left, right, value, cat_ptr, cat_words, out):
@@ -170,20 +190,23 @@ def predict_binned_add(X_cols, rows, feature, bin_threshold, default_left, missi
     """
     for i in prange(rows.shape[0]):
         r = rows[i]
-        node = 0
-        while left[node] >= 0:
-            f = feature[node]
-            b = X_cols[f, r]
-            p0 = cat_ptr[node]
-            p1 = cat_ptr[node + 1]
-            if p1 > p0:     # categorical: bins are codes, the missing bin is never set
-                go_left = _in_set(np.float64(b), p0, p1, cat_words)
-            elif b == missing_bin[f]:
-                go_left = default_left[node] != 0
-            else:
-                go_left = b <= bin_threshold[node]
-            node = left[node] if go_left else right[node]
+        node = _binned_leaf(X_cols, r, feature, bin_threshold, default_left, missing_bin,
+                            left, right, cat_ptr, cat_words)
         out[r] += value[node]
+
+
+@parallel_kernel
+def predict_binned_add_vec(X_cols, rows, feature, bin_threshold, default_left, missing_bin,
+                           left, right, value, cat_ptr, cat_words, out):
+    """``predict_binned_add`` of a vector-leaf tree: one descent per row, then
+    ``out[k, rows[i]] += value[leaf, k]`` for each output k (the one add per output
+    that K scalar trees would make).  value : (n_nodes, K) ; out : (K, n), IN/OUT"""
+    for i in prange(rows.shape[0]):
+        r = rows[i]
+        node = _binned_leaf(X_cols, r, feature, bin_threshold, default_left, missing_bin,
+                            left, right, cat_ptr, cat_words)
+        for k in range(value.shape[1]):
+            out[k, r] += value[node, k]
 
 
 @parallel_kernel

@@ -258,35 +258,58 @@ def partition_nodes_csc(col_ptr, col_rows, col_bins, zero_bin, idx, tmp, task_no
                 idx[right_pos[t] + k] = tmp[end - k]
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _row_store_leaf(ptr, gidx, feat_off, zero_bin, r, feature, bin_threshold, default_left,
+                    missing_bin, left, right, cat_ptr, cat_words):
+    """The leaf row ``r`` of the row store reaches in one tree: a row's bin of feature
+    f is its listed cell in ``[feat_off[f], feat_off[f+1])`` (a binary search of the
+    row's cells, in feature order), or f's zero bin."""
+    k0 = np.int64(ptr[r])
+    k1 = np.int64(ptr[r + 1])
+    node = 0
+    while left[node] >= 0:
+        f = feature[node]
+        lo = feat_off[f]
+        q = _lower_bound(gidx, k0, k1, lo)
+        b = np.int64(zero_bin[f])
+        if q < k1 and np.int64(gidx[q]) < feat_off[f + 1]:
+            b = np.int64(gidx[q]) - lo
+        p0 = cat_ptr[node]
+        p1 = cat_ptr[node + 1]
+        if p1 > p0:
+            go_left = _in_set(np.float64(b), p0, p1, cat_words)
+        elif b == missing_bin[f]:
+            go_left = default_left[node] != 0
+        else:
+            go_left = b <= bin_threshold[node]
+        node = left[node] if go_left else right[node]
+    return node
+
+
 @parallel_kernel
 def predict_binned_add_rows(ptr, gidx, feat_off, zero_bin, rows, feature, bin_threshold,
                             default_left, missing_bin, left, right, value, cat_ptr, cat_words,
                             out):
-    """``predict.predict_binned_add`` over the row store: a row's bin of feature f is
-    its listed cell in ``[feat_off[f], feat_off[f+1])`` (a binary search of the row's
-    cells, in feature order), or f's zero bin."""
+    """``predict.predict_binned_add`` over the row store (``_row_store_leaf``)."""
     for i in prange(rows.shape[0]):
         r = rows[i]
-        k0 = np.int64(ptr[r])
-        k1 = np.int64(ptr[r + 1])
-        node = 0
-        while left[node] >= 0:
-            f = feature[node]
-            lo = feat_off[f]
-            q = _lower_bound(gidx, k0, k1, lo)
-            b = np.int64(zero_bin[f])
-            if q < k1 and np.int64(gidx[q]) < feat_off[f + 1]:
-                b = np.int64(gidx[q]) - lo
-            p0 = cat_ptr[node]
-            p1 = cat_ptr[node + 1]
-            if p1 > p0:
-                go_left = _in_set(np.float64(b), p0, p1, cat_words)
-            elif b == missing_bin[f]:
-                go_left = default_left[node] != 0
-            else:
-                go_left = b <= bin_threshold[node]
-            node = left[node] if go_left else right[node]
+        node = _row_store_leaf(ptr, gidx, feat_off, zero_bin, r, feature, bin_threshold,
+                               default_left, missing_bin, left, right, cat_ptr, cat_words)
         out[r] += value[node]
+
+
+@parallel_kernel
+def predict_binned_add_rows_vec(ptr, gidx, feat_off, zero_bin, rows, feature, bin_threshold,
+                                default_left, missing_bin, left, right, value, cat_ptr,
+                                cat_words, out):
+    """``predict_binned_add_rows`` of a vector-leaf tree: value (n_nodes, K), out (K, n)
+    (``predict.predict_binned_add_vec``)."""
+    for i in prange(rows.shape[0]):
+        r = rows[i]
+        node = _row_store_leaf(ptr, gidx, feat_off, zero_bin, r, feature, bin_threshold,
+                               default_left, missing_bin, left, right, cat_ptr, cat_words)
+        for k in range(value.shape[1]):
+            out[k, r] += value[node, k]
 
 
 @njit(cache=True, nogil=True)

@@ -18,7 +18,9 @@ additions in the same order as every CPU predictor (each adds a row's tree outpu
 tree order; ``predict_nodes``, the record walks, the binned heaps and the oblivious
 predictor all give the same bits), so GPU margins are bit-identical to the CPU's.  A
 lone add cannot be contracted into an FMA, so no ``_device.fadd`` is needed.
-``predict_leaf_kernel`` writes each row's leaf index in every tree (``predict_leaf``).
+``predict_leaf_kernel`` writes each row's leaf index in every model tree
+(``predict_leaf``; it walks ``leaf_offset``: a vector-leaf tree, which the ensemble
+holds as K scalar views, is walked once, in its first view).
 A node decides as the CPU's ``_go_left`` does: a categorical split (non-empty
 bitset) sends a row left only when its code is a set bit (NaN, negative and
 out-of-range codes go right; a fractional code is truncated), a numeric split sends
@@ -108,6 +110,7 @@ class DeviceEnsemble:
         self.source = ens
         self.n_outputs = int(n_outputs)
         self.n_trees = int(ens.tree_offset.shape[0] - 1)
+        self.n_leaf_trees = int(ens.leaf_offset.shape[0] - 1)   # model trees (pred_leaf)
         if self.n_trees == 0:        # nothing to upload: the predictors return at once
             return
         cls = np.asarray(ens.tree_class, np.int64)
@@ -121,6 +124,8 @@ class DeviceEnsemble:
         self.cat = (put(np.ascontiguousarray(ens.cat_ptr)),
                     put(np.ascontiguousarray(ens.cat_words)))
         self.tree_offset = put(np.ascontiguousarray(ens.tree_offset))
+        self.leaf_offset = (self.tree_offset if np.array_equal(ens.leaf_offset, ens.tree_offset)
+                            else put(np.ascontiguousarray(ens.leaf_offset)))
         self.classes = (put(class_ptr), put(class_trees))
 
 
@@ -155,18 +160,19 @@ def predict_raw(X, dev, out):
 
 
 def predict_leaf(X, dev, out):
-    """Leaf index of every row in every tree of ``dev``: ``out (n, T) int32`` (OUT)."""
+    """Leaf index of every row in every model tree of ``dev``: ``out (n, M) int32``
+    (OUT)."""
     n, n_features = X.shape
     if n == 0 or dev.n_trees == 0:
         return out
-    step, chunks = _chunks(n, n_features * X.itemsize + dev.n_trees * 4)
+    step, chunks = _chunks(n, n_features * X.itemsize + dev.n_leaf_trees * 4)
     d_X = cuda.device_array((min(step, n), n_features), X.dtype)
-    d_out = cuda.device_array((min(step, n), dev.n_trees), np.int32)
+    d_out = cuda.device_array((min(step, n), dev.n_leaf_trees), np.int32)
     for lo, hi in chunks:
         m = hi - lo
         x, o = d_X[:m], d_out[:m]
         x.copy_to_device(X[lo:hi])
-        predict_leaf_kernel[blocks_for(m), THREADS](x, *dev.nodes, *dev.cat, dev.tree_offset,
+        predict_leaf_kernel[blocks_for(m), THREADS](x, *dev.nodes, *dev.cat, dev.leaf_offset,
                                                     o)
         o.copy_to_host(out[lo:hi])
     return out
