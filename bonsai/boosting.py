@@ -506,17 +506,15 @@ def _grow_vector(p, booster, objective, grower, backend, evals, it, k_out, comm,
     tree, leaves, l0, l1 = grower.grow(scales, idx, n_total,
                                        np.random.default_rng([p.random_state, it, 0]))
     tree.value[:] *= p.learning_rate
-    for k in range(k_out):
-        view = tree._replace(value=np.ascontiguousarray(tree.value[:, k]))
-        with stage("score_update"):
-            scores.add_leaf_values(k, idx, l0, l1, view.value[leaves])
-            if oob is not None:
-                backend.predict_binned_add(builder.X_cols, oob, view, grower.bm.missing_bin,
-                                           scores.raw[k])
-        with stage("eval_predict"):
-            for ev in evals:
-                backend.predict_binned_add(ev.X_cols, ev.rows, view, grower.bm.missing_bin,
-                                           ev.raw[k])
+    with stage("score_update"):
+        for k in range(k_out):
+            scores.add_leaf_values(k, idx, l0, l1, np.ascontiguousarray(tree.value[leaves, k]))
+        if oob is not None:     # one descent per row, K values added (raw (K, n))
+            backend.predict_binned_add(builder.X_cols, oob, tree, grower.bm.missing_bin,
+                                       scores.raw)
+    with stage("eval_predict"):
+        for ev in evals:
+            backend.predict_binned_add(ev.X_cols, ev.rows, tree, grower.bm.missing_bin, ev.raw)
     booster._append(tree, 0)
 
 

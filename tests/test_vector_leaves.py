@@ -131,10 +131,11 @@ def test_identical_trees_at_1_and_2_threads(policy, parallel_everywhere):
     ds = bonsai.Dataset(Xc, label=y, categorical_features=[5])
     kw = dict(grow_policy=policy, subsample=0.8, colsample_bynode=0.8 if policy != "oblivious"
               else 1.0, min_data_per_group=5, max_cat_to_onehot=2)
-    h1 = _tree_hash(bonsai.train(_params(n_threads=1, **kw), ds))
-    h2 = _tree_hash(bonsai.train(_params(n_threads=2, **kw), ds))
-    h2b = _tree_hash(bonsai.train(_params(n_threads=2, **kw), ds))
-    assert h1 == h2 == h2b
+    m1 = bonsai.train(_params(n_threads=1, **kw), ds)
+    m2 = bonsai.train(_params(n_threads=2, **kw), ds)
+    m2b = bonsai.train(_params(n_threads=2, **kw), ds)
+    assert _tree_hash(m1) == _tree_hash(m2) == _tree_hash(m2b)
+    assert m1.model_to_string() == m2.model_to_string() == m2b.model_to_string()
 
 
 @pytest.mark.parametrize("policy", ["depthwise", "leafwise", "oblivious"])
@@ -148,6 +149,8 @@ def test_training_margins_are_the_expanded_models_predictions(policy):
     assert all(t.value.shape[1] == K for t in b.trees) and len(b.trees) == 8
     ref = _expanded(b)
     pred = ref.predict(Xv)
+    assert np.array_equal(b.predict(Xv), pred)
+    assert np.array_equal(b.predict(Xv, output_margin=True), ref.predict(Xv, output_margin=True))
     logloss = -np.mean(np.log(pred[np.arange(len(yv)), yv]))
     assert b.evals_result["valid_0"]["mlogloss"][-1] == pytest.approx(logloss, rel=1e-12)
 
@@ -255,3 +258,37 @@ def test_one_output_gives_the_single_output_trees(policy, objective, parallel_ev
         one = bonsai.train(dict(p, objective=single), ds)
         assert any(t.cat_ptr is not None for t in one.trees) or policy == "oblivious"
         _same_trees(vec, one)
+
+
+@pytest.mark.parametrize("objective", ["multiclass", "multi_squared_error",
+                                       "multilabel_binary"])
+def test_trained_models_round_trip_in_a_fresh_process(objective, tmp_path):
+    import pickle
+    import subprocess
+    import sys
+    X, y = _data(n=800, seed=31)
+    if objective == "multiclass":
+        label, extra = y, {"num_class": K}
+    elif objective == "multi_squared_error":
+        label, extra = np.stack([y, np.nan_to_num(X[:, 2]), y * 0.5 - 1], 1), {}
+    else:
+        label, extra = np.stack([y == 0, y == 1, y == 2, y > 0], 1).astype(float), {}
+    params = _params(objective=objective, **extra)
+    if objective != "multiclass":
+        params.pop("num_class")
+    b = bonsai.train(params, bonsai.Dataset(X, label=label))
+    assert b.multi_strategy == "multi_output_tree" and len(b.trees) == 8
+    pred = b.predict(X)
+    contrib = b.predict(X, pred_contribs=True)
+    assert contrib.shape == (X.shape[0], b.n_outputs, X.shape[1] + 1)
+    np.testing.assert_allclose(contrib.sum(-1), b.predict(X, output_margin=True), atol=1e-9)
+    path = tmp_path / "m.json"
+    b.save_model(path)
+    np.save(tmp_path / "X.npy", X)
+    code = ("import numpy as np, bonsai, sys; b = bonsai.Booster(model_file=sys.argv[1]); "
+            "np.save(sys.argv[2], b.predict(np.load(sys.argv[3])))")
+    subprocess.run([sys.executable, "-c", code, str(path), str(tmp_path / "p.npy"),
+                    str(tmp_path / "X.npy")], check=True, timeout=300)
+    assert np.array_equal(np.load(tmp_path / "p.npy"), pred)
+    assert np.array_equal(pickle.loads(pickle.dumps(b)).predict(X), pred)
+    assert bonsai.Booster(model_str=b.model_to_string()).model_to_string() == b.model_to_string()
