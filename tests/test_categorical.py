@@ -223,7 +223,8 @@ def test_high_cardinality_keeps_max_bin_categories():
     assert len(ds.categories.categories[0]) == n_seen > 1000     # every category has a code
     assert ds.bin_mapper.n_value_bins[0] == 63                    # the 63 most frequent a bin
     assert (ds.X_cols[0][ds.cat_codes[0] >= 63] == ds.bin_mapper.missing_bin[0]).all()
-    b = bonsai.train({"objective": "binary", "n_estimators": 5, "min_data_per_group": 5}, ds)
+    b = bonsai.train({"objective": "binary", "n_estimators": 5, "min_data_per_group": 5,
+                      "cat_encoding": "native"}, ds)
     assert sum(int(t.is_categorical().sum()) for t in b.trees) > 0
     # rare categories (no bin of their own) take the missing way in predict too
     acc = np.full(n, b.base_score[0])

@@ -149,7 +149,7 @@ def test_wide_categorical_falls_back_to_the_cpu_once():
                        "id": pd.Categorical(np.arange(n) % 300)})
     y = df["x"].to_numpy() + (df["id"].cat.codes.to_numpy() % 2)
     p = dict(objective="squared_error", max_depth=2, n_estimators=2, max_bin=400,
-             min_data_per_group=1, min_child_samples=2)
+             min_data_per_group=1, min_child_samples=2, cat_encoding="native")
     ds = bonsai.Dataset(df, label=y, max_bin=400)
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
