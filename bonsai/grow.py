@@ -35,6 +35,9 @@ from .tree import Tree, cat_bitsets
 
 #: a node without a valid split
 NEG_INF = -np.inf
+#: leaf-wise trees in one compiled backend call where the backend has one (tests turn
+#: it off to compare with the Python loop)
+LEAFWISE_COMPILED = True
 
 
 class Grower:
@@ -138,6 +141,11 @@ class Grower:
                  "tree": self._sample(rng, np.arange(n_features), self.colsample[0])}
         root = nodes.add(0, idx.shape[0], 0, -1, n_total)
         nodes.ints[root, SLOT] = self.pool.alloc()
+        if self._compiled_leafwise():   # this loop as one compiled call (cpu)
+            self.builder.grow_leafwise(nodes, self.max_leaves, self.max_depth,
+                                       2 * self.min_child_samples, self._masks([0, 0], state))
+            self.builder.finish_tree()
+            return self._finish(scales)
         self._evaluate_root(state)
         frontier = [root]              # leaves that may still split, in node order
         fgain = [float(nodes.gain[root])]
@@ -166,6 +174,13 @@ class Grower:
             self._release(n)
         self.builder.finish_tree()
         return self._finish(scales)
+
+    def _compiled_leafwise(self):
+        """Whether this leaf-wise tree grows in one backend call (``grow_leafwise``):
+        nothing of the loop's runs between its splits (no column sampling)."""
+        return (self.policy == "leafwise" and self.colsample == (1.0, 1.0, 1.0)
+                and LEAFWISE_COMPILED and hasattr(self.builder, "grow_leafwise")
+                and self.builder.can_grow_leafwise(self.nodes, self.max_leaves, self.max_depth))
 
     def _release(self, n):
         """Free node ``n``'s histogram slot, if it holds one."""
