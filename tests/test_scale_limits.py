@@ -85,7 +85,8 @@ def test_pool_and_node_table_are_bounded_by_the_rows(monkeypatch):
     X, y = _small()
     ref = None
     for leaves in (131072, 65535, 31):
-        b = bonsai.train({"objective": "binary", "max_leaves": leaves, "n_threads": 1,
+        b = bonsai.train({"objective": "binary", "grow_policy": "leafwise",
+                          "max_leaves": leaves, "n_threads": 1,
                           "min_child_samples": 20}, bonsai.Dataset(X, label=y),
                          num_boost_round=3)
         pred = b.predict(X, output_margin=True)
