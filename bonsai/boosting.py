@@ -16,6 +16,7 @@ import numpy as np
 
 from . import comm as _comm_mod
 from ._dtypes import GRAD, IDX
+from ._limits import check_quantized_rows
 from ._params import MULTI_OUTPUT_OBJECTIVES, RANK_OBJECTIVES, validate_params
 from ._profile import report, stage
 from ._threads import resolve_n_threads, thread_context
@@ -176,6 +177,8 @@ def train(params, train_set, num_boost_round=None, valid_sets=None, valid_names=
                  for nm, ds in zip(names, valid_sets or [])]
         _check_eval_groups(evals, metrics)
         segs, n_all = _comm_mod.segments(comm, n, _global_rows(train_set))
+        if p.quantized_grad:
+            check_quantized_rows(n_all)
         grower, enc = _grower(p, backend, train_set, y, objective, k_out, booster, evals,
                               init_model, used_threads, comm, k_out if vector else None)
         rounds = _boost(p, booster, objective, grower, backend, y, w, raw, evals,

@@ -15,6 +15,7 @@ from ._threads import resolve_n_threads, thread_context
 from .binning import BinMapper
 from .categorical import CategoryMap, resolve_features
 from ._groups import resolve_groups, subset_ptr
+from ._limits import check_rows
 from .data import check_label, check_vector, is_integer, take_rows, to_matrix
 from . import sparse as _sparse
 
@@ -72,6 +73,7 @@ class Dataset:
         else:
             X, names, pd_cats = to_matrix(data, with_categories=True)
         n, n_features = X.shape
+        check_rows(n, "data")    # before anything per row is read or allocated
         self._shape = (n, n_features)
         names = check_feature_names(feature_names, names, n_features)
         self.weight = None if weight is None else check_vector(weight, n, "weight", allow_negative=False)
@@ -185,6 +187,7 @@ class Dataset:
         """A Dataset of ``n_rows`` binned with ``bin_mapper`` whose per-row fields are
         still unset (labels, weights, init scores, category codes: None; no bins, no
         raw data); ``subset``, ``_stack`` and ``_template`` fill it in."""
+        check_rows(n_rows, "the Dataset")
         out = object.__new__(cls)
         out._shape = (int(n_rows), bin_mapper.n_features)
         out.weight = out.label = out.init_score = out.cat_codes = out.data = None

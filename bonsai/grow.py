@@ -26,6 +26,7 @@ only the node table and the histograms, are the same on every shard.
 import numpy as np
 
 from ._profile import stage
+from ._limits import check_histogram_memory, max_leaves_of_rows
 from .comm import LOCAL, is_local
 from .nodes import (BIN, COUNT, DEFAULT_LEFT, DEPTH, FEATURE, LEFT, RIGHT, SLOT, START, STOP,
                     NodeTable)
@@ -63,19 +64,30 @@ class Grower:
         self._no_features = np.zeros((2, self.n_value_bins.shape[0]), np.uint8)
         self.has_cat = bool(bin_mapper.is_cat.any())
         self.cat_cfg = CatSettings.from_params(p)
-        self.nodes = NodeTable(2 * p.max_leaves + 1 if p.max_leaves > 0 else 64,
+        # a tree has at most one leaf per min_child_samples rows (over every shard:
+        # unknown here with several, so only one shard's fit is bounded by its rows;
+        # an oblivious level also splits nodes into empty children)
+        rows_cap = (max_leaves_of_rows(data.n_rows, p.min_child_samples)
+                    if is_local(comm) and p.grow_policy != "oblivious" else None)
+        cap_leaves = p.max_leaves if rows_cap is None or p.max_leaves <= 0 else min(
+            p.max_leaves, rows_cap)
+        self.nodes = NodeTable(2 * cap_leaves + 1 if cap_leaves > 0 else 64,
                                bin_mapper.cat_words)
         # ``n_values`` K: vector leaves (multi_strategy="multi_output_tree"), one tree
         # for K outputs over the backend's K-output builder; None: one output per tree
         self.n_values = n_values
+        capacity = self._pool_capacity(p, n_threads, rows_cap)
+        # refused before any histogram is allocated (max_bin 65535 on 1000 continuous
+        # features is 1 GB a histogram): the slots this fit may fill at once
+        channels = 2 * n_values if n_values is not None else (1 if p.quantized_grad else 2)
+        check_histogram_memory(int(self.feat_off[-1]), channels, capacity,
+                               self.n_value_bins.shape[0], bin_mapper.max_bin)
         if n_values is None:
-            self.builder = backend.tree_builder(data, n_threads,
-                                                self._pool_capacity(p, n_threads),
+            self.builder = backend.tree_builder(data, n_threads, capacity,
                                                 p.quantized_grad, self.cfg, self.cat_cfg,
                                                 self.min_child_samples, comm)
         else:
-            self.builder = backend.multi_tree_builder(data, n_threads,
-                                                      self._pool_capacity(p, n_threads),
+            self.builder = backend.multi_tree_builder(data, n_threads, capacity,
                                                       n_values, self.cfg, self.cat_cfg,
                                                       self.min_child_samples, comm)
         self.pool = self.builder.pool
@@ -88,14 +100,15 @@ class Grower:
                                         self.DISTRIBUTED_CHUNK_BYTES // per_hist)
 
     @staticmethod
-    def _pool_capacity(p, n_threads):
+    def _pool_capacity(p, n_threads, rows_cap=None):
         """Histograms alive at once: one per splittable leaf of the frontier (at most
-        ``2**(max_depth - 1)`` or ``max_leaves``), plus one per extra thread piece.
-        Sizing the pool once avoids doubling it mid-fit (a copy that briefly holds
-        both arrays: +15 MB of peak memory on 1M x 28, depth 8)."""
-        caps = []
+        ``2**(max_depth - 1)``, ``max_leaves`` or ``rows_cap``, the most leaves the rows
+        allow), plus one per extra thread piece.  Sizing the pool once avoids doubling
+        it mid-fit (a copy that briefly holds both arrays: +15 MB of peak memory on 1M
+        x 28, depth 8)."""
+        caps = [] if rows_cap is None else [rows_cap]
         if p.max_depth > 0:
-            caps.append(1 << (p.max_depth - 1))
+            caps.append(1 << min(p.max_depth - 1, 62))
         if p.max_leaves > 0:
             caps.append(p.max_leaves)
         live = min(caps) if caps else 64  # unbounded trees: grow by doubling

@@ -27,6 +27,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ._dtypes import IDX
+from ._limits import check_sparse_bins
 
 #: cells of the prediction scratch (chunk rows x used features): 32 MB of float64
 SCRATCH_CELLS = 1 << 22
@@ -143,6 +144,7 @@ def _ptr_of(counts):
 
 
 def _gidx_dtype(bm):
+    check_sparse_bins(bm.feat_off[-1])
     return np.uint16 if int(bm.feat_off[-1]) <= 1 << 16 else np.uint32
 
 

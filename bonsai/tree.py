@@ -200,7 +200,9 @@ class Ensemble(NamedTuple):
     """Concatenated node arrays of many trees (see module docstring), plus the packed
     node records the batch predictor walks (``records``, see ``node_records``).
     ``cat_ptr (N + 1,)`` / ``cat_words`` are the categorical bitsets of every node
-    (empty for numeric ones); ``has_cat`` says whether any exists.  The trees are
+    (empty for numeric ones); ``has_cat`` says whether any exists, or a feature index
+    is too wide for the packed records (``packable``): either way the predictor walks
+    the node arrays (``predict.predict_nodes``), not the records.  The trees are
     scalar (a vector tree enters as its views, ``expand``); ``leaf_offset (M + 1,)``
     holds, for each of the M *model* trees, the node offset of its first view (what
     ``pred_leaf`` walks: one column per model tree), ``leaf_offset[M]`` the node
@@ -246,17 +248,29 @@ _FEATURE_BITS = 21
 _MAX_FEATURES = 1 << _FEATURE_BITS
 
 
-def node_records(tree):
+def packable(tree):
+    """Whether ``node_records`` can pack the tree: every feature index below
+    ``_MAX_FEATURES`` (2**21) and every child index below 2**31 (the meta word must
+    stay below 2**53; ``MAX_LEAVES_LIMIT`` keeps a grown tree below 2**18 nodes)."""
+    n = tree.n_nodes
+    return not n or (tree.max_feature() < _MAX_FEATURES and n < 1 << 31)
+
+
+def node_records(tree, pack=True):
     """One 16-byte record per node, children renumbered breadth-first so a node's
     two children are adjacent (right = left + 1).
 
     ``records[i, 0]`` is the threshold of an internal node or the value of a leaf;
     ``records[i, 1]`` is the float64-encoded meta word (see ``_FEATURE_BITS``).  One
     record is one load of 16 bytes per visited node.  Returns (records, depth).
+    ``pack=False`` (a tree that is not ``packable``) leaves every meta word 0: such an
+    ensemble is walked node by node (``Ensemble.has_cat``), never through its records.
     """
     n = tree.n_nodes
-    if n and tree.max_feature() >= _MAX_FEATURES:
-        raise ValueError(f"prediction supports at most {_MAX_FEATURES} features")
+    if pack and not packable(tree):
+        raise ValueError(f"node records hold at most {_MAX_FEATURES} features and 2**31 "
+                         f"nodes a tree; this tree has {n} nodes and feature index "
+                         f"{tree.max_feature()}")
     order = [0]
     new_id = np.zeros(n, np.int64)
     depth = np.zeros(n, np.int64)
@@ -273,9 +287,10 @@ def node_records(tree):
     for new, old in enumerate(order):
         if tree.left[old] >= 0:
             rec[new, 0] = tree.threshold[old]
-            meta = ((int(new_id[tree.left[old]]) << 22) | (int(tree.feature[old]) << 1)
-                    | int(tree.default_left[old] != 0))
-            rec[new, 1] = float(meta)
+            if pack:
+                meta = ((int(new_id[tree.left[old]]) << 22) | (int(tree.feature[old]) << 1)
+                        | int(tree.default_left[old] != 0))
+                rec[new, 1] = float(meta)
         else:
             rec[new, 0] = tree.value[old]
     return rec, int(depth.max()) if n else 0
@@ -308,7 +323,10 @@ def concat(trees, tree_class):
                         np.zeros((0, 2)), np.zeros(0, np.int64), np.zeros(1, np.int64),
                         None, np.zeros(1, np.int64), np.zeros(1, np.uint64), False,
                         np.zeros(1, np.int64))
-    has_cat = any(t.cat_ptr is not None for t in trees)
+    # models the packed records cannot hold (a feature index past 2**21) are walked
+    # node by node, as models with categorical splits are
+    pack = all(packable(t) for t in trees)
+    has_cat = any(t.cat_ptr is not None for t in trees) or not pack
     ptrs, words, base = [np.zeros(1, np.int64)], [], 0
     for t in trees:
         p, w = t.arrays_cat()
@@ -319,7 +337,7 @@ def concat(trees, tree_class):
     cat_ptr = np.concatenate(ptrs)
     cat_words = np.concatenate(words + [np.zeros(1, np.uint64)])
     sizes = [t.n_nodes for t in trees]
-    recs = [node_records(t) for t in trees]
+    recs = [node_records(t, pack) for t in trees]
     arrays = (
         np.concatenate([t.feature for t in trees]),
         np.concatenate([t.threshold for t in trees]),
