@@ -133,12 +133,13 @@ class CtrModel:
 
     @classmethod
     def from_dict(cls, d):
+        _check_ctr_types(d)
         try:
             groups = [CtrGroup(g["sources"], g["keys"], g["counts"], g["sums"])
                       for g in d["groups"]]
             m = cls(groups, d["prior"], d["prior_weight"], d["n_train"],
                     {int(j): int(k) for j, k in d["cards"].items()})
-        except (KeyError, TypeError, ValueError, AttributeError) as e:
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as e:
             raise ValueError(f"invalid model: bad 'ctr' field: {e}") from None
         if any(s not in m.cards for g in groups for s in g.sources):
             raise ValueError("invalid model: bad 'ctr' field: unknown source feature")
@@ -146,12 +147,13 @@ class CtrModel:
         return m
 
     def check(self):
-        """A loaded model's tables are usable: finite priors, positive training rows,
-        per group strictly increasing keys with one count and one row of target sums
-        each (lookups binary-search the keys)."""
+        """A loaded model's tables are usable: finite priors, a finite number of
+        training rows (>= 1), per group strictly increasing keys with one count (in
+        ``[0, n_train]``) and one row of finite target sums each (lookups
+        binary-search the keys)."""
         S = self.prior.shape[0]
         if (self.prior.ndim != 1 or S < 1 or not np.all(np.isfinite(self.prior))
-                or not self.n_train > 0 or not np.isfinite(self.prior_weight)
+                or not 1 <= self.n_train < np.inf or not np.isfinite(self.prior_weight)
                 or self.prior_weight < 0):
             raise ValueError("invalid model: bad 'ctr' field: prior, prior_weight or n_train")
         if any(k < 1 for k in self.cards.values()):
@@ -160,9 +162,47 @@ class CtrModel:
             k = g.keys.shape[0]
             if (g.keys.ndim != 1 or g.counts.shape != (k,) or g.sums.shape != (k, S)
                     or np.any(np.diff(g.keys) <= 0) or np.any(g.keys < 0)
-                    or not np.all(np.isfinite(g.sums)) or np.any(g.counts < 0)):
+                    or not np.all(np.isfinite(g.sums)) or np.any(g.counts < 0)
+                    or np.any(g.counts > self.n_train)):
                 raise ValueError(f"invalid model: bad 'ctr' field: group {i} needs increasing "
                                  f"keys >= 0 with one count and {S} target sums each")
+
+
+def _check_ctr_types(d):
+    """A model file's 'ctr' field holds what ``CtrModel.to_dict`` writes: integer
+    sources, keys (int64) and cards (string keys of decimal digits), numbers
+    elsewhere -- nothing converted silently (a float key is not truncated)."""
+    def ints(v, lo=0, hi=2 ** 63 - 1):
+        return isinstance(v, list) and all(
+            isinstance(x, int) and not isinstance(x, bool) and lo <= x <= hi for x in v)
+
+    def num(x):
+        return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+    def nums(v):
+        return isinstance(v, list) and all(num(x) for x in v)
+
+    bad = None
+    if not isinstance(d, dict):
+        bad = "not a JSON object"
+    elif not isinstance(d.get("groups"), list) or not all(isinstance(g, dict) for g in d["groups"]):
+        bad = "'groups' must be a list of objects"
+    elif not nums(d.get("prior")) or not num(d.get("prior_weight")) or not num(d.get("n_train")):
+        bad = "'prior' must be a list of numbers, 'prior_weight' and 'n_train' numbers"
+    elif not isinstance(d.get("cards"), dict) or not all(
+            isinstance(j, str) and j.isdigit() and j.isascii() and isinstance(k, int)
+            and not isinstance(k, bool) for j, k in d["cards"].items()):
+        bad = "'cards' must map feature indices to integer category counts"
+    else:
+        for i, g in enumerate(d["groups"]):
+            if not (ints(g.get("sources"), hi=2 ** 31 - 1) and ints(g.get("keys"))
+                    and nums(g.get("counts")) and isinstance(g.get("sums"), list)
+                    and all(nums(r) for r in g["sums"])):
+                bad = (f"group {i} needs integer 'sources' and 'keys', numbers in 'counts' "
+                       "and lists of numbers in 'sums'")
+                break
+    if bad is not None:
+        raise ValueError(f"invalid model: bad 'ctr' field: {bad}")
 
 
 #: ``cat_encoding="auto"`` (the default) gives a categorical feature ordered target
