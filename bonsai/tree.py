@@ -180,8 +180,7 @@ class Tree(NamedTuple):
         """Check of a loaded tree (raises ValueError): every child index in range (-1
         for both children of a leaf), every node reached once from the root, no cycles;
         finite leaf values, gains and covers, counts >= 0, ``default_left`` 0 or 1,
-        no NaN threshold on a numeric split (+-inf are real thresholds: every value
-        left or right), ``bin_threshold`` in ``[-1, MAX_BIN_THRESHOLD]``."""
+        ``bin_threshold`` in ``[-1, MAX_BIN_THRESHOLD]``."""
         n = self.n_nodes
         if n == 0:
             raise ValueError("tree has no nodes")
@@ -208,8 +207,6 @@ class Tree(NamedTuple):
         cat = self.is_categorical()
         if np.any(cat & ~internal):
             raise ValueError("tree has a categorical split on a leaf")
-        if np.any(np.isnan(self.threshold) & internal & ~cat):
-            raise ValueError("tree has a NaN threshold on a numeric split")
         if np.any((self.bin_threshold < -1) | (self.bin_threshold > MAX_BIN_THRESHOLD)):
             raise ValueError(f"tree has a bin_threshold outside [-1, {MAX_BIN_THRESHOLD}]")
         if np.any(self.default_left > 1):

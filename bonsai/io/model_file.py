@@ -224,6 +224,7 @@ def loads(text):
                 if isinstance(td[key], list) and any(isinstance(v, bool) for v in td[key]):
                     raise ValueError(f"tree field {key!r} must hold integers, not booleans")
             td["value"] = _values(td["value"])
+            _check_cat_features(td, n_codes)
             # bitsets hold codes below the largest category map the file holds
             tree = Tree.from_dict(td, max_code=max_code)
         except KeyError as e:
@@ -239,6 +240,10 @@ def loads(text):
             raise ValueError(f"invalid model: tree {i} has vector values (shape "
                              f"{tree.value.shape}) but the model is not a "
                              "multi_output_tree model (no \"multi_strategy\" field)")
+        internal = tree.left >= 0
+        if np.any(np.isnan(tree.threshold) & internal & ~tree.is_categorical()):
+            raise ValueError(f"invalid model: tree {i} has a NaN threshold on a numeric "
+                             "split (+-inf are thresholds; NaN compares with nothing)")
         if tree.max_feature() >= n_ext:
             raise ValueError(f"invalid model: tree {i} uses a feature index >= n_features")
         for node in map(int, np.flatnonzero(tree.is_categorical())):
@@ -254,6 +259,17 @@ def loads(text):
         trees.append(tree)
     _check_margin(doc, trees)
     return doc, trees
+
+
+def _check_cat_features(td, n_codes):
+    """A node with category codes in "cat_left" splits on a categorical feature
+    (checked before the bitsets are built)."""
+    cl, feats = td.get("cat_left"), td.get("feature")
+    if isinstance(cl, list) and isinstance(feats, list) and len(cl) == len(feats):
+        for codes, f in zip(cl, feats):
+            if codes and isinstance(codes, list) and (not _is_int(f) or f not in n_codes):
+                raise ValueError("a categorical split (\"cat_left\" codes) on a feature "
+                                 "that is not categorical")
 
 
 def _check_margin(doc, trees):
