@@ -272,17 +272,33 @@ def _check_cat_features(td, n_codes):
                                  "that is not categorical")
 
 
+def margin_bounds(trees, tree_class, bounds):
+    """Add ``trees`` to the running margin bounds ``bounds = (lo, hi)`` (lists, one
+    entry per output, starting at base_score): each tree adds its smallest and largest
+    value.  Raises ValueError when a bound leaves float64, i.e. when some row's margin
+    could overflow on the way -- the trainer checks its trees with the same rule, so
+    every model it writes loads."""
+    lo, hi = bounds
+    for tree, c in zip(trees, tree_class):
+        tmin = np.atleast_1d(tree.value.min(axis=0))
+        tmax = np.atleast_1d(tree.value.max(axis=0))
+        for j in range(tmin.shape[0]):
+            lo[c + j] += float(tmin[j])
+            hi[c + j] += float(tmax[j])
+            if not (math.isfinite(lo[c + j]) and math.isfinite(hi[c + j])):
+                raise ValueError("tree values (with base_score) can add up to a margin "
+                                 "beyond float64; the leaf values are too large")
+    return lo, hi
+
+
 def _check_margin(doc, trees):
-    """Every output's margin stays finite whatever the row: ``|base_score| +`` the sum
-    over its trees of the largest ``|value|`` (a bound on any row's sum) is finite."""
-    bound = [abs(b) for b in doc["base_score"]]
-    for tree, c in zip(trees, doc["tree_class"]):
-        top = np.abs(tree.value).max(axis=0)
-        for j, v in enumerate(np.atleast_1d(top)):
-            bound[c + j] += float(v)
-    if not all(map(math.isfinite, bound)):
-        raise ValueError("invalid model: tree values (with base_score) can add up to a "
-                         "margin beyond float64; the leaf values are too large")
+    """Every output's margin stays finite whatever the row (``margin_bounds``; a large
+    base_score offset by large leaves is fine)."""
+    try:
+        margin_bounds(trees, doc["tree_class"], (list(doc["base_score"]),
+                                                 list(doc["base_score"])))
+    except ValueError as e:
+        raise ValueError(f"invalid model: {e}") from None
 
 
 def _check_best(doc, n_rounds):
