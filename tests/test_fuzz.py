@@ -313,3 +313,46 @@ def test_fuzz_long(worker, request):
             with open(os.environ["BONSAI_FUZZ_REPORT"], "w") as fh:
                 json.dump(report, fh, sort_keys=True)
     assert not failures, failures
+
+
+# ---- what the fuzz found, pinned ----------------------------------------------------
+
+def _tiny(n=5):
+    rng = np.random.default_rng(0)
+    return rng.normal(size=(n, 1)), rng.normal(size=n)
+
+
+def test_found_overflowing_leaves_raise_instead_of_an_unloadable_model():
+    """learning_rate at its upper edge made leaf values inf (binary: the gradients stay
+    finite): training now stops with ValueError instead of writing a model that
+    predicts inf and that the reader rejects."""
+    import bonsai
+    X, y = _tiny()
+    with pytest.raises(ValueError, match=r"diverged at iteration \d+.*learning_rate"):
+        bonsai.train({"objective": "binary", "learning_rate": 1.7976931348623157e308,
+                      "n_estimators": 2, "verbosity": 0},
+                     bonsai.Dataset(X, label=(y > 0).astype(float)))
+
+
+def test_found_base_score_beyond_exp_for_log_links():
+    import bonsai
+    X, y = _tiny()
+    for obj in ("gamma", "poisson", "tweedie"):
+        with pytest.raises(ValueError, match=r"parameter 'base_score'.*at most 709"):
+            bonsai.train({"objective": obj, "base_score": 1e308, "n_estimators": 1},
+                         bonsai.Dataset(X, label=np.abs(y) + 0.5))
+    b = bonsai.train({"objective": "gamma", "base_score": 700.0, "n_estimators": 1},
+                     bonsai.Dataset(X, label=np.abs(y) + 0.5))
+    assert np.isfinite(b.predict(X)).all()
+
+
+def test_found_huge_base_score_offset_by_leaves_round_trips():
+    """base_score = -max float with leaves of +max float: every margin is finite, and
+    the reader (running bounds, not a sum of absolute values) loads the model."""
+    import bonsai
+    X, y = _tiny(1)
+    b = bonsai.train({"objective": "absolute_error", "base_score": -1.7976931348623157e308,
+                      "n_estimators": 1}, bonsai.Dataset(X, label=y))
+    p = b.predict(X)
+    assert np.isfinite(p).all()
+    np.testing.assert_array_equal(bonsai.Booster(model_str=b.model_to_string()).predict(X), p)
