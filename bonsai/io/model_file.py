@@ -23,7 +23,20 @@ A tree's categorical splits are its "cat_left" field: per node, the category cod
 sent left (``[]`` for the other nodes; see ``bonsai.tree``).
 
 A malformed, truncated or future-version file raises ValueError; nothing is
-predicted from a model that did not pass the checks.
+predicted from a model that did not pass the checks.  The reader is strict, for
+files from strangers: JSON only (no code runs), a key twice in one object or a
+document nested too deeply is rejected; numbers are never converted silently (a
+float, bool or string in an integer field, a bool or a string other than the
+writer's "inf" / "-inf" / "nan" in a float field, an integer beyond its dtype or
+beyond float64 are errors); every size is checked against the arrays the file
+holds before anything is allocated (``n_outputs`` against ``base_score``, a tree's
+fields against each other, ``cat_left`` codes against the largest category map, so
+bitsets are bounded by the file's size); leaf values, gains, covers and base_score
+are finite, a numeric split's threshold is not NaN (+-inf are real thresholds:
+every value goes one way), ``bin_threshold`` lies in ``[-1, 65534]``, and the
+running margin bounds stay within float64 (``margin_bounds``, the rule training
+applies too).  ``n_features`` is at most 2**31 - 1: only per-feature outputs
+(``feature_importance``) grow with it.
 """
 import json
 import math
