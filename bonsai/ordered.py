@@ -64,7 +64,11 @@ class CtrGroup:
         self.sources = tuple(int(s) for s in sources)
         self.keys = np.asarray(keys, np.int64)
         self.counts = np.asarray(counts, np.float64)
-        self.sums = np.asarray(sums, np.float64).reshape(self.keys.shape[0], -1)
+        sums = np.asarray(sums, np.float64)
+        k = self.keys.shape[0]
+        # no keys (every training row missing): (0, S), S set by the CtrModel
+        self.sums = sums.reshape(k, -1) if k else sums.reshape(0, sums.shape[-1] if
+                                                               sums.ndim == 2 else 0)
 
     def index(self, keys):
         """Table row of each key (-1: missing or not seen in training)."""
@@ -78,7 +82,7 @@ class CtrGroup:
         frequency (the prior and 0 for unseen keys)."""
         S = prior.shape[0]
         _ctr.encode_full(idx, self.sums, self.counts, prior, a, out, col)
-        freq = np.where(idx >= 0, self.counts[np.maximum(idx, 0)], 0.0) / n_train
+        freq = np.append(self.counts, 0.0)[idx] / n_train    # idx -1: unseen, 0
         out[:, col + S] = freq
 
     def to_dict(self):
@@ -92,6 +96,9 @@ class CtrModel:
     def __init__(self, groups, prior, prior_weight, n_train, cards):
         self.groups = list(groups)
         self.prior = np.asarray(prior, np.float64)
+        for g in self.groups:
+            if g.sums.size == 0 and g.keys.shape[0] == 0:
+                g.sums = np.zeros((0, self.prior.shape[0] if self.prior.ndim == 1 else 0))
         self.prior_weight = float(prior_weight)
         self.n_train = float(n_train)
         self.cards = {int(j): int(k) for j, k in cards.items()}   # feature -> categories
@@ -156,8 +163,9 @@ class CtrModel:
                 or not 1 <= self.n_train < np.inf or not np.isfinite(self.prior_weight)
                 or self.prior_weight < 0):
             raise ValueError("invalid model: bad 'ctr' field: prior, prior_weight or n_train")
-        if any(k < 1 for k in self.cards.values()):
-            raise ValueError("invalid model: bad 'ctr' field: 'cards' must be >= 1")
+        # 0: a categorical feature whose training rows were all missing (no codes)
+        if any(k < 0 for k in self.cards.values()):
+            raise ValueError("invalid model: bad 'ctr' field: 'cards' must be >= 0")
         for i, g in enumerate(self.groups):
             k = g.keys.shape[0]
             if (g.keys.ndim != 1 or g.counts.shape != (k,) or g.sums.shape != (k, S)
@@ -304,7 +312,8 @@ class OrderedEncoding:
         for perm in self.perms:
             _ctr.encode_ordered(dense, self.T, perm, uniq.size, m.prior, m.prior_weight, vals, 0)
         vals[:, :S] /= len(self.perms)
-        vals[:, S] = np.where(dense >= 0, counts[np.maximum(dense, 0)], 0.0) / m.n_train
+        # a missing key (-1) reads the appended 0 (works with no keys at all)
+        vals[:, S] = np.append(counts, 0.0)[dense] / m.n_train
         return CtrGroup(sources, uniq, counts, sums), vals
 
     def _eval_columns(self, ds, groups):

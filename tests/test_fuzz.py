@@ -302,8 +302,9 @@ def test_fuzz_long(worker, request):
                 lambda case: _check(worker, case))))
             try:
                 run()
-            except AssertionError as e:      # counted; the next chunk goes on
-                failures.append(str(e).splitlines()[0][:2000])
+            except Exception as e:   # noqa: BLE001 -- a failed chunk is counted; go on
+                subs = getattr(e, "exceptions", [e])       # hypothesis' ExceptionGroup
+                failures += [str(x).splitlines()[0][:2000] for x in subs]
             chunk += 1
     finally:
         report = dict(COUNTS, chunks=chunk, seed=base, failed_chunks=len(failures),
@@ -356,3 +357,20 @@ def test_found_huge_base_score_offset_by_leaves_round_trips():
     p = b.predict(X)
     assert np.isfinite(p).all()
     np.testing.assert_array_equal(bonsai.Booster(model_str=b.model_to_string()).predict(X), p)
+
+
+def test_found_all_missing_category_column_round_trips():
+    """An all-missing pandas category column has no categories (its CTR 'cards' is 0):
+    the model it trains loads back (the reader required cards >= 1)."""
+    import pandas as pd
+
+    import bonsai
+    rng = np.random.default_rng(0)
+    n = 30
+    df = pd.DataFrame({"x": rng.normal(size=n),
+                       "c": pd.Categorical([None] * n, categories=list("abc")),
+                       "d": pd.Categorical(rng.choice(list("uv"), n))})
+    b = bonsai.train({"n_estimators": 2, "cat_encoding": "ordered", "min_child_samples": 2,
+                      "min_data_per_group": 2}, bonsai.Dataset(df, label=rng.normal(size=n)))
+    np.testing.assert_array_equal(bonsai.Booster(model_str=b.model_to_string()).predict(df),
+                                  b.predict(df))
