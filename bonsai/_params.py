@@ -63,6 +63,9 @@ RANK_OBJECTIVES = ("lambdarank", "rank_xendcg", "rank_pairwise")
 #: only when its objective is one of them, so other models' files are unchanged
 RANK_PARAMS = ("lambdarank_truncation_level", "label_gain", "lambdarank_norm", "sigmoid")
 GROW_POLICIES = ("depthwise", "leafwise", "oblivious")
+#: objectives whose prediction is exp(margin), and the largest margin exp keeps finite
+LOG_LINK_OBJECTIVES = ("poisson", "gamma", "tweedie")
+MAX_LOG_MARGIN = 709.0
 MAX_LEAVES_LIMIT = 131072  # same hard cap as LightGBM's num_leaves
 
 # Names users often bring from other libraries; only used for "did you mean".
@@ -376,6 +379,13 @@ def _resolve(v: dict[str, Any]) -> None:
     if v["random_state"] is None:
         v["random_state"] = 0
     obj, k = v["objective"], v["num_class"]
+    if obj in LOG_LINK_OBJECTIVES and v["base_score"] is not None \
+            and v["base_score"] > MAX_LOG_MARGIN:
+        # base_score is a margin: the log of the mean, which exp() turns back
+        raise ValueError(
+            f"parameter 'base_score' = {v['base_score']!r} is out of range for "
+            f"objective={obj!r}: it is a margin (log of the mean), and exp of it "
+            f"overflows float64; allowed: at most {MAX_LOG_MARGIN}")
     if (v["multi_strategy"] == "multi_output_tree" and isinstance(obj, str)
             and obj not in MULTI_OUTPUT_OBJECTIVES):
         raise ValueError(

@@ -476,6 +476,7 @@ def _grow_round(p, booster, objective, grower, backend, y, w, raw, evals, grad, 
                 _renew_leaves(objective, tree, leaves, l0, l1, idx, y, w, raw[k], comm,
                               segs)
         tree.value[:] *= p.learning_rate
+        _check_margins(booster, scores, tree, k, it, p)
         with stage("score_update"):
             scores.add_leaf_values(k, idx, l0, l1, tree.value[leaves])
             if oob is not None:
@@ -486,6 +487,25 @@ def _grow_round(p, booster, objective, grower, backend, y, w, raw, evals, grad, 
                 backend.predict_binned_add(ev.X_cols, ev.rows, tree, grower.bm.missing_bin,
                                            ev.raw[k])
         booster._append(tree if enc is None else enc.to_model(tree), k)
+
+
+def _check_margins(booster, scores, tree, k, it, p):
+    """A new tree's values are finite and keep the model's margins within float64
+    (``model_file.margin_bounds``, the rule the model file reader applies), else
+    ValueError: training diverged.  The running bounds live on ``scores`` (this fit's)."""
+    from .io.model_file import margin_bounds
+    bounds = getattr(scores, "margin_bounds", None)
+    try:
+        if not np.all(np.isfinite(tree.value)):
+            raise ValueError("a leaf value is not finite")
+        if bounds is None:
+            base = [float(v) for v in booster.base_score]
+            bounds = margin_bounds(booster.trees, booster.tree_class, (base, list(base)))
+        scores.margin_bounds = margin_bounds([tree], [k], bounds)
+    except ValueError as e:
+        raise ValueError(f"the model diverged at iteration {it}: {e} (learning_rate="
+                         f"{p.learning_rate!r}); lower learning_rate or set max_delta_step"
+                         ) from None
 
 
 def _grow_vector(p, booster, objective, grower, backend, evals, it, k_out, comm, n_rows,
@@ -509,6 +529,7 @@ def _grow_vector(p, booster, objective, grower, backend, evals, it, k_out, comm,
     tree, leaves, l0, l1 = grower.grow(scales, idx, n_total,
                                        np.random.default_rng([p.random_state, it, 0]))
     tree.value[:] *= p.learning_rate
+    _check_margins(booster, scores, tree, 0, it, p)
     with stage("score_update"):
         for k in range(k_out):
             scores.add_leaf_values(k, idx, l0, l1, np.ascontiguousarray(tree.value[leaves, k]))

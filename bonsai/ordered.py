@@ -64,7 +64,11 @@ class CtrGroup:
         self.sources = tuple(int(s) for s in sources)
         self.keys = np.asarray(keys, np.int64)
         self.counts = np.asarray(counts, np.float64)
-        self.sums = np.asarray(sums, np.float64).reshape(self.keys.shape[0], -1)
+        sums = np.asarray(sums, np.float64)
+        k = self.keys.shape[0]
+        # no keys (every training row missing): (0, S), S set by the CtrModel
+        self.sums = sums.reshape(k, -1) if k else sums.reshape(0, sums.shape[-1] if
+                                                               sums.ndim == 2 else 0)
 
     def index(self, keys):
         """Table row of each key (-1: missing or not seen in training)."""
@@ -78,7 +82,7 @@ class CtrGroup:
         frequency (the prior and 0 for unseen keys)."""
         S = prior.shape[0]
         _ctr.encode_full(idx, self.sums, self.counts, prior, a, out, col)
-        freq = np.where(idx >= 0, self.counts[np.maximum(idx, 0)], 0.0) / n_train
+        freq = np.append(self.counts, 0.0)[idx] / n_train    # idx -1: unseen, 0
         out[:, col + S] = freq
 
     def to_dict(self):
@@ -92,6 +96,9 @@ class CtrModel:
     def __init__(self, groups, prior, prior_weight, n_train, cards):
         self.groups = list(groups)
         self.prior = np.asarray(prior, np.float64)
+        for g in self.groups:
+            if g.sums.size == 0 and g.keys.shape[0] == 0:
+                g.sums = np.zeros((0, self.prior.shape[0] if self.prior.ndim == 1 else 0))
         self.prior_weight = float(prior_weight)
         self.n_train = float(n_train)
         self.cards = {int(j): int(k) for j, k in cards.items()}   # feature -> categories
@@ -133,12 +140,13 @@ class CtrModel:
 
     @classmethod
     def from_dict(cls, d):
+        _check_ctr_types(d)
         try:
             groups = [CtrGroup(g["sources"], g["keys"], g["counts"], g["sums"])
                       for g in d["groups"]]
             m = cls(groups, d["prior"], d["prior_weight"], d["n_train"],
                     {int(j): int(k) for j, k in d["cards"].items()})
-        except (KeyError, TypeError, ValueError, AttributeError) as e:
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as e:
             raise ValueError(f"invalid model: bad 'ctr' field: {e}") from None
         if any(s not in m.cards for g in groups for s in g.sources):
             raise ValueError("invalid model: bad 'ctr' field: unknown source feature")
@@ -146,23 +154,63 @@ class CtrModel:
         return m
 
     def check(self):
-        """A loaded model's tables are usable: finite priors, positive training rows,
-        per group strictly increasing keys with one count and one row of target sums
-        each (lookups binary-search the keys)."""
+        """A loaded model's tables are usable: finite priors, a finite number of
+        training rows (>= 1), per group strictly increasing keys with one count (in
+        ``[0, n_train]``) and one row of finite target sums each (lookups
+        binary-search the keys)."""
         S = self.prior.shape[0]
         if (self.prior.ndim != 1 or S < 1 or not np.all(np.isfinite(self.prior))
-                or not self.n_train > 0 or not np.isfinite(self.prior_weight)
+                or not 1 <= self.n_train < np.inf or not np.isfinite(self.prior_weight)
                 or self.prior_weight < 0):
             raise ValueError("invalid model: bad 'ctr' field: prior, prior_weight or n_train")
-        if any(k < 1 for k in self.cards.values()):
-            raise ValueError("invalid model: bad 'ctr' field: 'cards' must be >= 1")
+        # 0: a categorical feature whose training rows were all missing (no codes)
+        if any(k < 0 for k in self.cards.values()):
+            raise ValueError("invalid model: bad 'ctr' field: 'cards' must be >= 0")
         for i, g in enumerate(self.groups):
             k = g.keys.shape[0]
             if (g.keys.ndim != 1 or g.counts.shape != (k,) or g.sums.shape != (k, S)
                     or np.any(np.diff(g.keys) <= 0) or np.any(g.keys < 0)
-                    or not np.all(np.isfinite(g.sums)) or np.any(g.counts < 0)):
+                    or not np.all(np.isfinite(g.sums)) or np.any(g.counts < 0)
+                    or np.any(g.counts > self.n_train)):
                 raise ValueError(f"invalid model: bad 'ctr' field: group {i} needs increasing "
                                  f"keys >= 0 with one count and {S} target sums each")
+
+
+def _check_ctr_types(d):
+    """A model file's 'ctr' field holds what ``CtrModel.to_dict`` writes: integer
+    sources, keys (int64) and cards (string keys of decimal digits), numbers
+    elsewhere -- nothing converted silently (a float key is not truncated)."""
+    def ints(v, lo=0, hi=2 ** 63 - 1):
+        return isinstance(v, list) and all(
+            isinstance(x, int) and not isinstance(x, bool) and lo <= x <= hi for x in v)
+
+    def num(x):
+        return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+    def nums(v):
+        return isinstance(v, list) and all(num(x) for x in v)
+
+    bad = None
+    if not isinstance(d, dict):
+        bad = "not a JSON object"
+    elif not isinstance(d.get("groups"), list) or not all(isinstance(g, dict) for g in d["groups"]):
+        bad = "'groups' must be a list of objects"
+    elif not nums(d.get("prior")) or not num(d.get("prior_weight")) or not num(d.get("n_train")):
+        bad = "'prior' must be a list of numbers, 'prior_weight' and 'n_train' numbers"
+    elif not isinstance(d.get("cards"), dict) or not all(
+            isinstance(j, str) and j.isdigit() and j.isascii() and isinstance(k, int)
+            and not isinstance(k, bool) for j, k in d["cards"].items()):
+        bad = "'cards' must map feature indices to integer category counts"
+    else:
+        for i, g in enumerate(d["groups"]):
+            if not (ints(g.get("sources"), hi=2 ** 31 - 1) and ints(g.get("keys"))
+                    and nums(g.get("counts")) and isinstance(g.get("sums"), list)
+                    and all(nums(r) for r in g["sums"])):
+                bad = (f"group {i} needs integer 'sources' and 'keys', numbers in 'counts' "
+                       "and lists of numbers in 'sums'")
+                break
+    if bad is not None:
+        raise ValueError(f"invalid model: bad 'ctr' field: {bad}")
 
 
 #: ``cat_encoding="auto"`` (the default) gives a categorical feature ordered target
@@ -264,7 +312,8 @@ class OrderedEncoding:
         for perm in self.perms:
             _ctr.encode_ordered(dense, self.T, perm, uniq.size, m.prior, m.prior_weight, vals, 0)
         vals[:, :S] /= len(self.perms)
-        vals[:, S] = np.where(dense >= 0, counts[np.maximum(dense, 0)], 0.0) / m.n_train
+        # a missing key (-1) reads the appended 0 (works with no keys at all)
+        vals[:, S] = np.append(counts, 0.0)[dense] / m.n_train
         return CtrGroup(sources, uniq, counts, sums), vals
 
     def _eval_columns(self, ds, groups):

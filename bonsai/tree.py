@@ -34,6 +34,33 @@ FIELDS = (
 )
 
 
+#: category codes a tree's bitsets may hold (bonsai.io's importers share the limit)
+MAX_CATEGORY_CODE = 1 << 20
+#: largest bin index of a numeric split (``max_bin`` <= 65535 value bins)
+MAX_BIN_THRESHOLD = 65534
+
+
+def _field(values, name, dtype):
+    """``values`` as an array of ``dtype`` without silent conversion: an integer
+    field must hold integers that fit it (a bool array for ``default_left``), a
+    float field numbers; else ValueError naming the field."""
+    try:
+        raw = np.asarray(values)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"tree field {name!r} is not an array of numbers: {e}") from None
+    integer = np.issubdtype(dtype, np.integer)
+    kinds = ("iub" if name == "default_left" else "iu") if integer else "iuf"
+    if raw.size and raw.dtype.kind not in kinds:
+        raise ValueError(f"tree field {name!r} must hold "
+                         f"{'integers' if integer else 'numbers'}, not {raw.dtype} values")
+    if integer and raw.size and raw.dtype.kind != "b":
+        info = np.iinfo(dtype)
+        if raw.min() < info.min or raw.max() > info.max:
+            raise ValueError(f"tree field {name!r} holds an integer outside [{info.min}, "
+                             f"{info.max}]")
+    return raw.astype(dtype)
+
+
 class Tree(NamedTuple):
     feature: np.ndarray
     threshold: np.ndarray
@@ -99,11 +126,17 @@ class Tree(NamedTuple):
         return d
 
     @classmethod
-    def from_dict(cls, d):
+    def from_dict(cls, d, max_code=MAX_CATEGORY_CODE):
+        """The checked tree of a ``to_dict`` mapping (raises ValueError).  Integer
+        fields must hold integers within their dtype, the others numbers; category
+        codes in "cat_left" must lie in ``[0, max_code)`` -- checked before any
+        bitset is allocated, so the bitsets' size is bounded by ``max_code``."""
+        if not isinstance(d, dict):
+            raise ValueError(f"a tree must be a mapping of its fields, not {type(d).__name__}")
         arrays = {}
         n = None
         for name, dtype in FIELDS:
-            a = np.asarray(d[name], dtype=dtype)
+            a = _field(d[name], name, dtype)
             ndim_ok = a.ndim == 1 or (name == "value" and a.ndim == 2 and a.shape[1] >= 1)
             if not ndim_ok or (n is not None and a.shape[0] != n):
                 raise ValueError(f"tree field {name!r} has a bad shape {a.shape}")
@@ -115,25 +148,39 @@ class Tree(NamedTuple):
             if not isinstance(cl, list) or len(cl) != n:
                 raise ValueError("tree field 'cat_left' has a bad shape")
             sets = []
-            for codes in cl:
-                codes = [int(c) for c in codes]
-                if any(c < 0 or c >= 1 << 20 for c in codes):
-                    raise ValueError("tree field 'cat_left' has a category code out of range")
+            for node, codes in enumerate(cl):
+                if not isinstance(codes, list) or not all(
+                        isinstance(c, (int, np.integer)) and not isinstance(c, bool)
+                        for c in codes):
+                    raise ValueError("tree field 'cat_left' must hold lists of integer "
+                                     "category codes")
+                codes = sorted({int(c) for c in codes})
+                if codes and max_code == 0:
+                    raise ValueError("tree field 'cat_left' has category codes, but the "
+                                     "split features are not categorical (no category map)")
+                if codes and (codes[0] < 0 or codes[-1] >= max_code):
+                    bad = codes[0] if codes[0] < 0 else codes[-1]
+                    raise ValueError(f"node {node}: 'cat_left' has category code {bad}, out "
+                                     f"of range (codes lie in [0, {max_code}))")
                 sets.append(codes)
-            nw = [(max(c) // 64 + 1) if c else 0 for c in sets]
+            nw = [(c[-1] // 64 + 1) if c else 0 for c in sets]
             cat_ptr = np.concatenate([[0], np.cumsum(nw)]).astype(np.int64)
             cat_words = np.zeros(max(int(cat_ptr[-1]), 1), np.uint64)
             for i, codes in enumerate(sets):
                 for c in codes:
                     cat_words[cat_ptr[i] + c // 64] |= np.uint64(1) << np.uint64(c % 64)
-        tree = cls(**arrays, oblivious=bool(d.get("oblivious", False)), cat_ptr=cat_ptr,
-                   cat_words=cat_words)
+        oblivious = d.get("oblivious", False)
+        if not isinstance(oblivious, (bool, np.bool_)):
+            raise ValueError(f"tree field 'oblivious' must be true or false, not {oblivious!r}")
+        tree = cls(**arrays, oblivious=bool(oblivious), cat_ptr=cat_ptr, cat_words=cat_words)
         tree.check()
         return tree
 
     def check(self):
-        """Structural check of a loaded tree: every child index in range, every node
-        reached once from the root, no cycles.  Raises ValueError."""
+        """Check of a loaded tree (raises ValueError): every child index in range (-1
+        for both children of a leaf), every node reached once from the root, no cycles;
+        finite leaf values, gains and covers, counts >= 0, ``default_left`` 0 or 1,
+        ``bin_threshold`` in ``[-1, MAX_BIN_THRESHOLD]``."""
         n = self.n_nodes
         if n == 0:
             raise ValueError("tree has no nodes")
@@ -141,7 +188,8 @@ class Tree(NamedTuple):
         if not (v.ndim == 1 or (v.ndim == 2 and v.shape[1] >= 1)) or v.shape[0] != n:
             raise ValueError(f"tree value has shape {v.shape}; expected ({n},) or ({n}, K)")
         internal = self.left >= 0
-        if np.any(self.right[internal] < 0) or np.any(self.left >= n) or np.any(self.right >= n):
+        if (np.any(self.right[internal] < 0) or np.any(self.left >= n) or np.any(self.right >= n)
+                or np.any(self.left < -1) or np.any(self.right[~internal] != -1)):
             raise ValueError("tree has a child index out of range")
         seen = np.zeros(n, bool)
         stack = [0]
@@ -156,12 +204,21 @@ class Tree(NamedTuple):
             raise ValueError("tree has unreachable nodes")
         if np.any(self.feature[internal] < 0):
             raise ValueError("tree has a negative feature index")
-        if np.any(self.is_categorical() & ~internal):
+        cat = self.is_categorical()
+        if np.any(cat & ~internal):
             raise ValueError("tree has a categorical split on a leaf")
+        if np.any((self.bin_threshold < -1) | (self.bin_threshold > MAX_BIN_THRESHOLD)):
+            raise ValueError(f"tree has a bin_threshold outside [-1, {MAX_BIN_THRESHOLD}]")
+        if np.any(self.default_left > 1):
+            raise ValueError("tree has a default_left other than 0 or 1")
         if self.oblivious and not self._is_symmetric():
             raise ValueError("tree is marked oblivious but its levels do not share one split")
         if np.any(~np.isfinite(self.value)):
             raise ValueError("tree has a non-finite leaf value")
+        if np.any(~np.isfinite(self.gain)) or np.any(~np.isfinite(self.cover)):
+            raise ValueError("tree has a non-finite gain or cover")
+        if np.any(self.count < 0):
+            raise ValueError("tree has a negative count")
 
     def _is_symmetric(self):
         """Every level splits every node, all on one (feature, threshold, default)."""

@@ -339,7 +339,8 @@ def test_out_of_range_cat_left_codes(tmp_path):
     f = base["trees"][t]["feature"][i]
     n_cats = len(base["categorical"]["categories"][base["categorical"]["features"].index(f)])
     base["trees"][t]["cat_left"][i] = base["trees"][t]["cat_left"][i] + [n_cats]
-    _assert_rejected(json.dumps(base), rf"tree {t} node {i}.*category code {n_cats}", tmp_path)
+    _assert_rejected(json.dumps(base), rf"tree {t}\W+node {i}.*category code {n_cats}",
+                     tmp_path)
     base["trees"][t]["cat_left"][i] = [-1]
     _assert_rejected(json.dumps(base), rf"tree {t}.*out of range", tmp_path)
 

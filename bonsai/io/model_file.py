@@ -23,14 +23,27 @@ A tree's categorical splits are its "cat_left" field: per node, the category cod
 sent left (``[]`` for the other nodes; see ``bonsai.tree``).
 
 A malformed, truncated or future-version file raises ValueError; nothing is
-predicted from a model that did not pass the checks.
+predicted from a model that did not pass the checks.  The reader is strict, for
+files from strangers: JSON only (no code runs), a key twice in one object or a
+document nested too deeply is rejected; numbers are never converted silently (a
+float, bool or string in an integer field, a bool or a string other than the
+writer's "inf" / "-inf" / "nan" in a float field, an integer beyond its dtype or
+beyond float64 are errors); every size is checked against the arrays the file
+holds before anything is allocated (``n_outputs`` against ``base_score``, a tree's
+fields against each other, ``cat_left`` codes against the largest category map, so
+bitsets are bounded by the file's size); leaf values, gains, covers and base_score
+are finite, a numeric split's threshold is not NaN (+-inf are real thresholds:
+every value goes one way), ``bin_threshold`` lies in ``[-1, 65534]``, and the
+running margin bounds stay within float64 (``margin_bounds``, the rule training
+applies too).  ``n_features`` is at most 2**31 - 1: only per-feature outputs
+(``feature_importance``) grow with it.
 """
 import json
 import math
 
 import numpy as np
 
-from .._params import MULTI_STRATEGIES
+from .._params import GROW_POLICIES, MULTI_STRATEGIES
 from .._version import __version__
 from ..tree import Tree
 
@@ -55,11 +68,43 @@ def dumps(doc):
     return json.dumps(_clean(doc), sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
-def _floats(values, what):
+#: the model schema versions this release reads
+READS = tuple(range(1, SCHEMA_VERSION + 1))
+#: the strings the writer puts in place of non-finite floats (``_clean``)
+_NONFINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
+#: most features a model may declare (a tree's feature index is an int32)
+MAX_FEATURES = 2 ** 31 - 1
+_TREE_FLOATS = ("threshold", "gain", "cover")
+_TREE_INTS = ("feature", "bin_threshold", "default_left", "left", "right", "count")
+_DICT_FIELDS = ("params", "extra")
+
+
+def _short(v):
+    text = repr(v) if not isinstance(v, int) or abs(v) < 10 ** 30 else f"<{v.bit_length()}-bit int>"
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _num(v, what):
+    """A JSON number (or the writer's "inf" / "-inf" / "nan") as a float."""
+    if isinstance(v, str) and v in _NONFINITE:
+        return _NONFINITE[v]
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ValueError(f"invalid model: {what} must be numbers, not {_short(v)}")
     try:
-        return [float(v) for v in values]
-    except (TypeError, ValueError):
-        raise ValueError(f"invalid model: {what} must be numbers") from None
+        return float(v)
+    except OverflowError:
+        raise ValueError(f"invalid model: {what} holds {_short(v)}, beyond float64") from None
+
+
+def _floats(values, what):
+    if not isinstance(values, list):
+        raise ValueError(f"invalid model: {what} must be a list of numbers, not "
+                         f"{_short(values)}")
+    return [_num(v, what) for v in values]
 
 
 def _values(values):
@@ -71,11 +116,91 @@ def _values(values):
     return _floats(values, "value")
 
 
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _parse(text):
+    """The JSON document of ``text``: a duplicated key, a document nested too
+    deeply or anything else JSON cannot read raises ValueError."""
+    def pairs(items):
+        out = dict(items)
+        if len(out) != len(items):
+            seen = set()
+            dup = next(k for k, _ in items if k in seen or seen.add(k))
+            raise _DuplicateKey(f"not a valid bonsai model: the JSON has the key "
+                                f"{_short(dup)} twice in one object")
+        return out
+    try:
+        return json.loads(text, object_pairs_hook=pairs)
+    except _DuplicateKey:
+        raise
+    except RecursionError:
+        raise ValueError("not a valid bonsai model: the JSON is nested too deeply") from None
+    except (ValueError, UnicodeDecodeError) as e:    # JSONDecodeError is a ValueError
+        raise ValueError(f"not a valid bonsai model (truncated or corrupt JSON): {e}") from None
+
+
+def _check_header(doc):
+    """The fields outside the trees (checked in place); returns (k, n_features)."""
+    version = doc.get("schema_version")
+    if not _is_int(version):
+        raise ValueError("invalid model: 'schema_version' is missing or not an integer")
+    if version > SCHEMA_VERSION:
+        raise ValueError(
+            f"this model was written with model schema {version} (bonsai "
+            f"{_short(doc.get('bonsai_version', '?'))}); this bonsai {__version__} reads "
+            f"schema versions {', '.join(map(str, READS))}: upgrade bonsai to load it")
+    if version not in READS:
+        raise ValueError(f"invalid model: schema_version={version} is not a model schema "
+                         f"(this bonsai reads {', '.join(map(str, READS))})")
+    missing = [k for k in _REQUIRED if k not in doc]
+    if missing:
+        raise ValueError(f"invalid model: missing fields {missing}")
+    k = doc["n_outputs"]
+    n_features = doc["n_features"]
+    if not _is_int(k) or k < 1:
+        raise ValueError(f"invalid model: bad n_outputs={_short(k)} (an integer >= 1)")
+    if not _is_int(n_features) or not 1 <= n_features <= MAX_FEATURES:
+        raise ValueError(f"invalid model: bad n_features={_short(n_features)} (an integer "
+                         f"in [1, {MAX_FEATURES}])")
+    base = doc["base_score"] = _floats(doc["base_score"], "base_score")
+    if len(base) != k:       # so n_outputs is bounded by the numbers the file holds
+        raise ValueError("invalid model: base_score length differs from n_outputs")
+    if not all(map(math.isfinite, base)):
+        raise ValueError("invalid model: base_score must be finite numbers")
+    for key in ("trees", "tree_class"):
+        if not isinstance(doc[key], list):
+            raise ValueError(f"invalid model: {key!r} must be a list")
+    if len(doc["trees"]) != len(doc["tree_class"]):
+        raise ValueError("invalid model: trees and tree_class differ in length")
+    if any(not _is_int(c) or not 0 <= c < k for c in doc["tree_class"]):
+        raise ValueError("invalid model: a tree_class is out of range")
+    names = doc.get("feature_names")
+    if names is not None and (not isinstance(names, list) or len(names) != n_features):
+        raise ValueError("invalid model: feature_names length differs from n_features")
+    if names is not None and not all(isinstance(v, str) for v in names):
+        raise ValueError("invalid model: feature_names must be strings")
+    obj = doc["objective"]
+    if (not isinstance(obj, dict) or not isinstance(obj.get("name"), str)
+            or not isinstance(obj.get("params", {}), (dict, type(None)))):
+        raise ValueError("invalid model: bad 'objective' field (a name and a dict of params)")
+    for key in _DICT_FIELDS:
+        if not isinstance(doc.get(key), (dict, type(None))):
+            raise ValueError(f"invalid model: {key!r} must be a JSON object, not "
+                             f"{_short(doc[key])}")
+    policy = doc.get("grow_policy", GROW_POLICIES[0])
+    if not isinstance(policy, str) or policy not in GROW_POLICIES:
+        raise ValueError(f"invalid model: grow_policy={_short(policy)} is not one of "
+                         f"{list(GROW_POLICIES)}")
+    return k, n_features
+
+
 def _check_strategy(doc, k):
     """The model's ``multi_strategy`` (checked), and its trees' classes under it."""
     strategy = doc.get("multi_strategy", MULTI_STRATEGIES[0])
-    if strategy not in MULTI_STRATEGIES:
-        raise ValueError(f"invalid model: multi_strategy={strategy!r} is not one of "
+    if not isinstance(strategy, str) or strategy not in MULTI_STRATEGIES:
+        raise ValueError(f"invalid model: multi_strategy={_short(strategy)} is not one of "
                          f"{list(MULTI_STRATEGIES)}")
     if strategy == "multi_output_tree" and any(c != 0 for c in doc["tree_class"]):
         raise ValueError("invalid model: a multi_output_tree model's trees must all have "
@@ -85,39 +210,10 @@ def _check_strategy(doc, k):
 
 def loads(text):
     """Parse and check a model document; returns (doc, trees)."""
-    try:
-        doc = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"not a valid bonsai model (truncated or corrupt JSON): {e}") from None
+    doc = _parse(text)
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise ValueError("not a bonsai model: the 'format' field is missing or wrong")
-    version = doc.get("schema_version")
-    if not isinstance(version, int):
-        raise ValueError("invalid model: 'schema_version' is missing")
-    if version > SCHEMA_VERSION:
-        raise ValueError(
-            f"this model was written with model schema {version} (bonsai "
-            f"{doc.get('bonsai_version', '?')}); this bonsai {__version__} reads schema "
-            f"<= {SCHEMA_VERSION}: upgrade bonsai to load it")
-    missing = [k for k in _REQUIRED if k not in doc]
-    if missing:
-        raise ValueError(f"invalid model: missing fields {missing}")
-    k = doc["n_outputs"]
-    n_features = doc["n_features"]
-    if not isinstance(k, int) or k < 1 or not isinstance(n_features, int) or n_features < 1:
-        raise ValueError("invalid model: bad n_outputs or n_features")
-    doc["base_score"] = _floats(doc["base_score"], "base_score")
-    if len(doc["base_score"]) != k:
-        raise ValueError("invalid model: base_score length differs from n_outputs")
-    if len(doc["trees"]) != len(doc["tree_class"]):
-        raise ValueError("invalid model: trees and tree_class differ in length")
-    if any(not isinstance(c, int) or not 0 <= c < k for c in doc["tree_class"]):
-        raise ValueError("invalid model: a tree_class is out of range")
-    names = doc.get("feature_names")
-    if names is not None and (not isinstance(names, list) or len(names) != n_features):
-        raise ValueError("invalid model: feature_names length differs from n_features")
-    if names is not None and not all(isinstance(v, str) for v in names):
-        raise ValueError("invalid model: feature_names must be strings")
+    k, n_features = _check_header(doc)
     vector = _check_strategy(doc, k) == "multi_output_tree"
     _check_best(doc, len(doc["trees"]) // (1 if vector else k))
     ctr = doc.get("ctr")
@@ -129,15 +225,26 @@ def loads(text):
             raise ValueError("invalid model: bad 'ctr' field") from None
     cat_doc = doc.get("categorical")
     n_codes = _category_counts(cat_doc, n_features)
+    max_code = max(n_codes.values(), default=0)
     trees = []
     for i, td in enumerate(doc["trees"]):
         try:
-            for key in ("threshold", "gain", "cover"):
+            if not isinstance(td, dict):
+                raise ValueError("a tree must be a JSON object")
+            for key in _TREE_FLOATS:
                 td[key] = _floats(td[key], key)
+            for key in _TREE_INTS:       # JSON true / false are not 1 / 0 here
+                if isinstance(td[key], list) and any(isinstance(v, bool) for v in td[key]):
+                    raise ValueError(f"tree field {key!r} must hold integers, not booleans")
             td["value"] = _values(td["value"])
-            tree = Tree.from_dict(td)
-        except (KeyError, TypeError, ValueError) as e:
-            raise ValueError(f"invalid model: tree {i}: {e}") from None
+            _check_cat_features(td, n_codes)
+            # bitsets hold codes below the largest category map the file holds
+            tree = Tree.from_dict(td, max_code=max_code)
+        except KeyError as e:
+            raise ValueError(f"invalid model: tree {i}: missing field {e}") from None
+        except (TypeError, ValueError) as e:
+            msg = str(e).removeprefix("invalid model: ")
+            raise ValueError(f"invalid model: tree {i}: {msg}") from None
         if vector and (tree.value.ndim != 2 or tree.n_values != k):
             raise ValueError(f"invalid model: tree {i} has values of shape "
                              f"{tree.value.shape}; a multi_output_tree model with "
@@ -146,6 +253,10 @@ def loads(text):
             raise ValueError(f"invalid model: tree {i} has vector values (shape "
                              f"{tree.value.shape}) but the model is not a "
                              "multi_output_tree model (no \"multi_strategy\" field)")
+        internal = tree.left >= 0
+        if np.any(np.isnan(tree.threshold) & internal & ~tree.is_categorical()):
+            raise ValueError(f"invalid model: tree {i} has a NaN threshold on a numeric "
+                             "split (+-inf are thresholds; NaN compares with nothing)")
         if tree.max_feature() >= n_ext:
             raise ValueError(f"invalid model: tree {i} uses a feature index >= n_features")
         for node in map(int, np.flatnonzero(tree.is_categorical())):
@@ -159,7 +270,48 @@ def loads(text):
                                  f"category code {top}, but feature {f} has "
                                  f"{n_codes[f]} categories")
         trees.append(tree)
+    _check_margin(doc, trees)
     return doc, trees
+
+
+def _check_cat_features(td, n_codes):
+    """A node with category codes in "cat_left" splits on a categorical feature
+    (checked before the bitsets are built)."""
+    cl, feats = td.get("cat_left"), td.get("feature")
+    if isinstance(cl, list) and isinstance(feats, list) and len(cl) == len(feats):
+        for codes, f in zip(cl, feats):
+            if codes and isinstance(codes, list) and (not _is_int(f) or f not in n_codes):
+                raise ValueError("a categorical split (\"cat_left\" codes) on a feature "
+                                 "that is not categorical")
+
+
+def margin_bounds(trees, tree_class, bounds):
+    """Add ``trees`` to the running margin bounds ``bounds = (lo, hi)`` (lists, one
+    entry per output, starting at base_score): each tree adds its smallest and largest
+    value.  Raises ValueError when a bound leaves float64, i.e. when some row's margin
+    could overflow on the way -- the trainer checks its trees with the same rule, so
+    every model it writes loads."""
+    lo, hi = bounds
+    for tree, c in zip(trees, tree_class):
+        tmin = np.atleast_1d(tree.value.min(axis=0))
+        tmax = np.atleast_1d(tree.value.max(axis=0))
+        for j in range(tmin.shape[0]):
+            lo[c + j] += float(tmin[j])
+            hi[c + j] += float(tmax[j])
+            if not (math.isfinite(lo[c + j]) and math.isfinite(hi[c + j])):
+                raise ValueError("tree values (with base_score) can add up to a margin "
+                                 "beyond float64; the leaf values are too large")
+    return lo, hi
+
+
+def _check_margin(doc, trees):
+    """Every output's margin stays finite whatever the row (``margin_bounds``; a large
+    base_score offset by large leaves is fine)."""
+    try:
+        margin_bounds(trees, doc["tree_class"], (list(doc["base_score"]),
+                                                 list(doc["base_score"])))
+    except ValueError as e:
+        raise ValueError(f"invalid model: {e}") from None
 
 
 def _check_best(doc, n_rounds):
@@ -196,7 +348,14 @@ def _category_counts(cat_doc, n_features):
         raise ValueError(f"invalid model: bad 'categorical' field: features {feats!r} "
                          f"must be distinct indices in [0, {n_features})")
     for f, c in zip(feats, cats):
-        if len(c) != len(set(map(repr, c))):
+        if not all(isinstance(v, (str, int, float)) for v in c):
+            raise ValueError(f"invalid model: bad 'categorical' field: feature {f} has a "
+                             "category that is not a string, number or boolean")
+        if not all(math.isfinite(v) for v in c if isinstance(v, float)):
+            raise ValueError(f"invalid model: bad 'categorical' field: feature {f} has a "
+                             "non-finite category")
+        # the code lookup is a dict: values equal in Python (1, 1.0, True) collide
+        if len(c) != len(set(c)):
             raise ValueError(f"invalid model: bad 'categorical' field: feature {f} lists "
                              "a category twice")
     return {f: len(c) for f, c in zip(feats, cats)}
