@@ -17,7 +17,8 @@ import numpy as np
 from . import comm as _comm_mod
 from ._dtypes import GRAD, IDX
 from ._limits import check_quantized_rows
-from ._params import MULTI_OUTPUT_OBJECTIVES, RANK_OBJECTIVES, validate_params
+from ._params import (LOG_LINK_OBJECTIVES, MAX_LOG_MARGIN, MULTI_OUTPUT_OBJECTIVES,
+                      RANK_OBJECTIVES, validate_params)
 from ._profile import report, stage
 from ._threads import resolve_n_threads, thread_context
 from .backends import get_backend
@@ -586,6 +587,13 @@ def _boost(p, booster, objective, grower, backend, y, w, raw, evals, metrics,
             scores.grad_hess()
         _grow_round(p, booster, objective, grower, backend, y, w, raw, evals, grad, hess, it,
                     k_out, enc, comm, segs, n_all, scores)
+        if objective.name in LOG_LINK_OBJECTIVES and not scores.resident and raw.size:
+            top = float(np.max(raw))    # exp(margin) overflows past MAX_LOG_MARGIN
+            if not top <= MAX_LOG_MARGIN:
+                raise ValueError(f"the model diverged at iteration {it}: a training margin "
+                                 f"of objective={objective.name!r} reached {top:.4g}, whose "
+                                 f"exp overflows float64 (> {MAX_LOG_MARGIN}); lower "
+                                 "learning_rate or set max_delta_step")
         if (enc is not None and it + 1 - start == _combination_round(p)
                 and it + 1 < start + p.n_estimators):
             with stage("ctr"):

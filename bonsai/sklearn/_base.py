@@ -39,8 +39,13 @@ def _dense(X):
 
 
 def _has_categories(X):
-    """A pandas DataFrame with ``category`` columns (passed to bonsai as is: sklearn's
-    array conversion would turn string categories into an error)."""
+    """A pandas DataFrame with ``category`` columns, or any polars frame or Arrow table
+    (passed to bonsai as is: sklearn's array conversion would turn string categories
+    into an error naming neither the column nor the input; bonsai's own conversion
+    takes categorical columns and names a bad one)."""
+    from .._frames import is_arrow_table, is_polars_frame
+    if is_polars_frame(X) or is_arrow_table(X):
+        return True
     dtypes = getattr(X, "dtypes", None)
     if dtypes is None or not type(X).__module__.startswith("pandas"):
         return False
