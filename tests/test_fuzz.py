@@ -374,3 +374,25 @@ def test_found_all_missing_category_column_round_trips():
                       "min_data_per_group": 2}, bonsai.Dataset(df, label=rng.normal(size=n)))
     np.testing.assert_array_equal(bonsai.Booster(model_str=b.model_to_string()).predict(df),
                                   b.predict(df))
+
+
+def test_found_log_link_margins_past_exp_raise():
+    """gamma with a huge learning_rate: finite margins whose exp overflows."""
+    import bonsai
+    X = np.random.default_rng(0).normal(size=(200, 3))
+    y = np.exp(3 * X[:, 0]) + 0.1
+    with pytest.raises(ValueError, match="diverged.*exp overflows"):
+        bonsai.train({"objective": "gamma", "learning_rate": 1e6, "n_estimators": 3},
+                     bonsai.Dataset(X, label=y))
+
+
+def test_found_polars_categorical_column_reaches_the_estimator():
+    pl = pytest.importorskip("polars")
+    from bonsai.sklearn import BonsaiRegressor
+    df = pl.DataFrame({"a": [1.0, 2, 3, 4] * 10,
+                       "c": pl.Series(["a", "b", "a", "c"] * 10, dtype=pl.Categorical)})
+    m = BonsaiRegressor(n_estimators=2, min_child_samples=2).fit(df, np.arange(40.0))
+    assert list(m.feature_names_in_) == ["a", "c"] and np.isfinite(m.predict(df)).all()
+    bad = pl.DataFrame({"a": [1.0, 2, 3, 4] * 10, "s": ["a", "b", "a", "c"] * 10})
+    with pytest.raises(TypeError, match="column 's'"):
+        BonsaiRegressor(n_estimators=2).fit(bad, np.arange(40.0))
