@@ -169,3 +169,13 @@ def test_two_fits_in_two_threads_give_the_bytes_of_each_fit_alone():
     inside_a = np.sum((b > a[0]) & (b < a[-1]))
     inside_b = np.sum((a > b[0]) & (a < b[-1]))
     assert inside_a >= 3 and inside_b >= 3, (a - a[0], b - a[0])
+
+
+def test_two_fits_on_one_shared_dataset_in_two_threads():
+    """Both threads prepare the same fresh Dataset's backend layout at once."""
+    X, y = _data(20000, 8, seed=4)
+    params = {"objective": "binary", "n_estimators": 10, "n_threads": 2}
+    alone = _fit(params, X, y)
+    ds = bonsai.Dataset(X, label=y)
+    got = _race(lambda p: bonsai.train(p, ds).model_to_string(), [params, dict(params)])
+    assert got == [alone, alone]
