@@ -25,6 +25,7 @@ PRELUDE = textwrap.dedent("""
     X[rng.random(X.shape) < 0.02] = np.nan
     y = np.nan_to_num(X[:, 0]) + np.sin(np.nan_to_num(X[:, 1])) + 0.1 * rng.normal(size=6000)
     PARAMS = {"n_estimators": 8, "n_threads": 2, "subsample": 0.8}
+    XBIG = np.tile(X, (4, 1))   # enough rows x trees for the parallel predict kernels
 
     def bonsai_fit():
         return bonsai.train(PARAMS, bonsai.Dataset(X, label=y))
@@ -105,15 +106,17 @@ SCENARIOS = {
         b = bonsai_fit()
         if WITH_PEERS:
             run_lightgbm()
-        ref, p_ref = b.model_to_string(), b.predict(X)
+        ref, p_ref = b.model_to_string(), b.predict(XBIG)
         r, w = os.pipe()
         pid = os.fork()
         if pid == 0:
             code = 1
             try:
-                assert np.array_equal(b.predict(X), p_ref), "child predicts other values"
+                assert np.array_equal(b.predict(XBIG), p_ref), "child predicts other values"
                 assert np.array_equal(bonsai.Booster(model_str=ref).predict(X[:100]),
                                       p_ref[:100])
+                shap = b.predict(XBIG, pred_contribs=True)
+                assert np.allclose(shap.sum(axis=1), b.predict(XBIG, output_margin=True))
                 try:
                     got = "same" if bonsai_fit().model_to_string() == ref else "different"
                 except RuntimeError as e:
@@ -146,14 +149,14 @@ SCENARIOS = {
     "multiprocessing-fork": """
         import multiprocessing as mp
         b = bonsai_fit()
-        p_ref = b.predict(X)
+        p_ref = b.predict(XBIG)
         def work(i):
-            return b.predict(X[i::3])
+            return b.predict(XBIG[i::2])
         with mp.get_context("fork").Pool(2) as pool:
-            parts = pool.map_async(work, range(3)).get(90)
+            parts = pool.map_async(work, range(2)).get(90)
         for i, part in enumerate(parts):
-            assert np.array_equal(part, p_ref[i::3])
-        assert np.array_equal(bonsai_fit().predict(X), p_ref)
+            assert np.array_equal(part, p_ref[i::2])
+        assert np.array_equal(bonsai_fit().predict(XBIG), p_ref)
     """,
 }
 
