@@ -164,8 +164,8 @@ SCENARIOS = {
 #: (scenarios run one after another in one child process, threading layer): the
 #: libraries' imports cost seconds each, so a child runs several scenarios
 RUNS = {
-    "interleaved+threads": (("interleaved", "threads"), "default"),
-    "fork+multiprocessing": (("fork", "multiprocessing-fork"), "default"),
+    # the forks come after every peer's runtime has started and run threads
+    "all-default": (("interleaved", "threads", "fork", "multiprocessing-fork"), "default"),
     "fork-workqueue": (("fork",), "workqueue"),    # bonsai alone (the peers: above)
 }
 
