@@ -219,8 +219,8 @@ class BinMapper:
                 _pick(kernel, part.size)(X[r0:r1], thr, offs, pad, coarse, use_table, part)
                 out[:, r0:r1] = part
         else:
-            # pieces of at least 2 features (here n >= 2 and F >= 2): a one-column view
-            # would be both C- and F-contiguous, another array type to numba
+            # pieces of at least 2 features: a one-column view of an F-ordered X
+            # is both C- and F-contiguous, another array type to numba
             n_pieces = max(1, n_features // max(2, TRANSFORM_CHUNK_CELLS // n))
             cuts = [n_features * i // n_pieces for i in range(n_pieces + 1)]
             for f0, f1 in zip(cuts[:-1], cuts[1:]):
