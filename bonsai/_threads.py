@@ -12,6 +12,11 @@ runs its ``parallel=True`` kernels:
   workqueue layer (not thread-safe), serialises parallel regions across Python
   threads.
 
+Several Python threads may use these at once: numba's thread count is per calling
+thread (``numba.set_num_threads`` sets a thread-local value, so a context in one
+thread never changes another's), the layer choice runs under a lock, and the OpenMP
+layer runs parallel regions from several Python threads at once (each its own team).
+
 Every call into a ``parallel=True`` kernel must happen inside
 :func:`thread_context`.
 """
@@ -44,6 +49,9 @@ _warned_oversubscription = False
 # Serialises parallel regions: numba's workqueue layer aborts the process on
 # concurrent use from several Python threads. Re-entrant for nested contexts.
 _PARALLEL_LOCK = threading.RLock()
+# Serialises configure_threading_layer: the layer choice and the GOMP_SPINCOUNT
+# variable set around libgomp's load must not interleave between Python threads.
+_CONFIG_LOCK = threading.Lock()
 
 
 # ---------------------------------------------------------------------------
@@ -260,9 +268,17 @@ def configure_threading_layer() -> str:
         The active layer if numba's threads are already launched, else the
         configured one (``"omp"``, ``"workqueue"``, or the user's choice).
     """
-    global _chosen_layer
     import numba
 
+    active = _layer_initialized()
+    if active is not None:
+        return active
+    with _CONFIG_LOCK:
+        return _configure_locked(numba)
+
+
+def _configure_locked(numba) -> str:
+    global _chosen_layer
     active = _layer_initialized()
     if active is not None:
         return active

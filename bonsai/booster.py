@@ -17,8 +17,18 @@ instead of ``n_outputs``.  Every predictor reads the ensemble's scalar views of 
 trees (``bonsai.tree.expand``), so a vector model predicts exactly the bits of the
 equivalent one-output-per-tree model (round r holding ``tree_r.output(0..K-1)``);
 ``pred_leaf`` still has one column per model tree.
+
+Thread safety: one Booster may predict (every kind: margins, transformed outputs,
+leaf indices, SHAP values, dense or sparse input) from many Python threads at once.
+Its lazily built caches (the concatenated ensemble ``_cache``, its device copy
+``_device``, the sparse-input layout ``_sparse_cache``, the objective ``_obj``) are
+each built once under the Booster's lock and published as one finished object, so a
+thread never sees one half-built; a thread reads a cache through one attribute load.
+Changing a model (training into it, ``load_model``) while another thread predicts
+from it is not supported.
 """
 import contextlib
+import threading
 
 import numpy as np
 
@@ -76,6 +86,8 @@ class Booster:
         self._cache = None
         self._device = None         # backends.cuda.predict.DeviceEnsemble, or None
         self._obj = None
+        # guards the building of the caches above (and _sparse_cache, bonsai.sparse)
+        self._lock = threading.RLock()
         if model_file is not None:
             self.load_model(model_file)
         elif model_str is not None:
@@ -95,21 +107,27 @@ class Booster:
         return len(self.trees) // self.trees_per_round
 
     def _objective(self):
-        if self._obj is None:
-            if self.objective == "custom":
-                self._obj = get_objective(lambda y, p: (y, p), {"num_class": self.n_outputs})
-            else:
-                self._obj = get_objective(self.objective, self.objective_params)
-        return self._obj
+        obj = self._obj
+        if obj is None:
+            with self._lock:
+                obj = self._obj
+                if obj is None:
+                    if self.objective == "custom":
+                        obj = get_objective(lambda y, p: (y, p), {"num_class": self.n_outputs})
+                    else:
+                        obj = get_objective(self.objective, self.objective_params)
+                    self._obj = obj
+        return obj
 
     def metric_higher_is_better(self, name):
         from .metrics import get_metric
         return get_metric(name, self.objective_params).higher_is_better
 
     def _append(self, tree, k):
-        self.trees.append(tree)
-        self.tree_class.append(int(k))
-        self._cache = self._device = None
+        with self._lock:
+            self.trees.append(tree)
+            self.tree_class.append(int(k))
+            self._cache = self._device = None
 
     # ---- prediction --------------------------------------------------------------
     def _tree_range(self, iteration_range):
@@ -127,23 +145,35 @@ class Booster:
         return start * per, end * per
 
     def _ensemble(self, t0, t1):
+        """(Ensemble, ObliviousEnsemble or None) of trees ``t0:t1``: the one cached
+        entry (rebuilt when another range is asked for), read through one attribute
+        load and built under the lock, so concurrent predicts never see it half-built."""
         key = (t0, t1)
-        if self._cache is None or self._cache[0] != key:
-            trees = self.trees[t0:t1]
-            cls = self.tree_class[t0:t1]
-            obl = (concat_oblivious(trees, cls)
-                   if trees and all(t.oblivious for t in trees) else None)
-            self._cache = (key, concat(trees, cls), obl)
-        return self._cache[1], self._cache[2]
+        cache = self._cache
+        if cache is None or cache[0] != key:
+            with self._lock:
+                cache = self._cache
+                if cache is None or cache[0] != key:
+                    trees = self.trees[t0:t1]
+                    cls = self.tree_class[t0:t1]
+                    obl = (concat_oblivious(trees, cls)
+                           if trees and all(t.oblivious for t in trees) else None)
+                    cache = (key, concat(trees, cls), obl)
+                    self._cache = cache
+        return cache[1], cache[2]
 
     def _device_ensemble(self, t0, t1):
         """Trees ``t0:t1`` on the GPU: the cached device copy of ``_ensemble``'s host
-        arrays, uploaded again only when those were rebuilt."""
+        arrays, uploaded again only when those were rebuilt (under the lock)."""
         ens, _ = self._ensemble(t0, t1)
         dev = self._device
         if dev is None or dev.source is not ens:
-            self._device = None     # free the old copy before the new one is uploaded
-            dev = self._device = _cuda_predict().DeviceEnsemble(ens, self.n_outputs)
+            with self._lock:
+                dev = self._device
+                if dev is None or dev.source is not ens:
+                    self._device = None   # free the old copy before the new one is uploaded
+                    dev = _cuda_predict().DeviceEnsemble(ens, self.n_outputs)
+                    self._device = dev
         return dev
 
     def _check_device(self, device, shap):
@@ -426,8 +456,9 @@ class Booster:
                 for j, k in self.ctr.cards.items())):
             raise ValueError("invalid model: 'ctr' sources are not categorical features "
                              "with the 'cards' (category counts) the model stores")
-        self._cache = self._device = None
-        self._obj = None
+        with self._lock:
+            self._cache = self._device = None
+            self._obj = None
         try:
             self._objective()
         except (ValueError, TypeError) as e:

@@ -16,10 +16,12 @@ import numpy as np
 
 from . import comm as _comm_mod
 from ._dtypes import GRAD, IDX
+from ._interrupt import RoundsDone
 from ._limits import check_quantized_rows
 from ._params import (LOG_LINK_OBJECTIVES, MAX_LOG_MARGIN, MULTI_OUTPUT_OBJECTIVES,
                       RANK_OBJECTIVES, validate_params)
 from ._profile import report, stage
+from ._profile import reset as reset_profile
 from ._threads import resolve_n_threads, thread_context
 from .backends import get_backend
 from .booster import Booster
@@ -142,6 +144,10 @@ def train(params, train_set, num_boost_round=None, valid_sets=None, valid_names=
     ``_comm`` (a ``bonsai.comm.Comm``, for the distributed front ends) trains on the
     shard ``train_set`` of a data set spread over ``_comm.size`` ranks, each running
     this call at once; valid sets are shards too.  Every rank returns the same model.
+
+    Ctrl-C (``KeyboardInterrupt``) stops the fit within about one round; the
+    exception re-raised carries ``.booster``, the model of the rounds finished before
+    it (None if none had), see ``bonsai._interrupt``.
     """
     comm = _comm_mod.check_comm(_comm)
     p = validate_params(params)
@@ -173,24 +179,30 @@ def train(params, train_set, num_boost_round=None, valid_sets=None, valid_names=
     n_threads = resolve_n_threads(p.n_threads)
     vector = _check_vector(p, objective, k_out, train_set, init_model)
     backend = _vector_backend(p) if vector else get_backend(p.device)
-    with thread_context(n_threads) as used_threads:
-        evals = [_EvalSet(nm, ds, train_set, booster.base_score, k_out, init_model)
-                 for nm, ds in zip(names, valid_sets or [])]
-        _check_eval_groups(evals, metrics)
-        segs, n_all = _comm_mod.segments(comm, n, _global_rows(train_set))
-        if p.quantized_grad:
-            check_quantized_rows(n_all)
-        grower, enc = _grower(p, backend, train_set, y, objective, k_out, booster, evals,
-                              init_model, used_threads, comm, k_out if vector else None)
-        rounds = _boost(p, booster, objective, grower, backend, y, w, raw, evals,
-                        metrics, callbacks, k_out, enc, comm, segs, n_all)
-        if _stepwise:
-            return rounds
-        while True:   # the model is what the callbacks' before/after_training returned
-            try:
-                next(rounds)
-            except StopIteration as done:
-                return done.value
+    done = RoundsDone()
+    try:
+        with thread_context(n_threads) as used_threads:
+            evals = [_EvalSet(nm, ds, train_set, booster.base_score, k_out, init_model)
+                     for nm, ds in zip(names, valid_sets or [])]
+            _check_eval_groups(evals, metrics)
+            segs, n_all = _comm_mod.segments(comm, n, _global_rows(train_set))
+            if p.quantized_grad:
+                check_quantized_rows(n_all)
+            grower, enc = _grower(p, backend, train_set, y, objective, k_out, booster, evals,
+                                  init_model, used_threads, comm, k_out if vector else None)
+            rounds = _boost(p, booster, objective, grower, backend, y, w, raw, evals,
+                            metrics, callbacks, k_out, enc, comm, segs, n_all)
+            if _stepwise:
+                return rounds
+            while True:   # the model is what the callbacks' before/after_training returned
+                try:
+                    done.finished(next(rounds))
+                except StopIteration as stop:
+                    return stop.value
+    except KeyboardInterrupt as e:   # Ctrl-C: the rounds finished so far on e.booster
+        reset_profile()
+        done.attach(e)
+        raise
 
 
 def _check_vector(p, objective, k_out, train_set, init_model):

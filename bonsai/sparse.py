@@ -201,12 +201,23 @@ class _Compact(NamedTuple):
 
 def _compact(booster, t0, t1):
     """Trees ``t0:t1`` of ``booster`` with their features renumbered to the scratch
-    columns of the features they split on (cached beside the booster's ensemble)."""
-    from .tree import concat, concat_oblivious
+    columns of the features they split on (cached beside the booster's ensemble,
+    built under the booster's lock: concurrent predicts see it whole or not at all)."""
     ens, _ = booster._ensemble(t0, t1)
     hit = getattr(booster, "_sparse_cache", None)
     if hit is not None and hit[0] is ens:
         return hit[1]
+    with booster._lock:
+        hit = getattr(booster, "_sparse_cache", None)
+        if hit is not None and hit[0] is ens:
+            return hit[1]
+        out = _build_compact(booster, t0, t1)
+        booster._sparse_cache = (ens, out)
+    return out
+
+
+def _build_compact(booster, t0, t1):
+    from .tree import concat, concat_oblivious
     trees = booster.trees[t0:t1]
     cls = booster.tree_class[t0:t1]
     used = np.unique(np.concatenate([np.asarray(t.feature[t.left >= 0], np.int64)
@@ -217,9 +228,7 @@ def _compact(booster, t0, t1):
                                          t.feature).astype(t.feature.dtype)) for t in trees]
     obl = (concat_oblivious(renum, cls) if renum and all(t.oblivious for t in renum)
            else None)
-    out = _Compact(concat(renum, cls), obl, col_map, int(used.shape[0]))
-    booster._sparse_cache = (ens, out)
-    return out
+    return _Compact(concat(renum, cls), obl, col_map, int(used.shape[0]))
 
 
 def _chunks(X, comp):

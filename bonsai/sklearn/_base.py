@@ -329,6 +329,10 @@ class _BonsaiModel(BaseEstimator):
         Returns
         -------
         self
+
+        Ctrl-C (``KeyboardInterrupt``) stops the fit within about one round and leaves
+        the estimator unfitted; the exception's ``.booster`` holds the model of the
+        rounds finished before it (None if none had; see ``bonsai.train``).
         """
         return self._fit(X, y, sample_weight, init_score, eval_set, eval_sample_weight,
                          eval_names, callbacks, init_model)
@@ -375,9 +379,14 @@ class _BonsaiModel(BaseEstimator):
             valid_sets.append(Dataset(Xv, label=yv, weight=wv, feature_names=names,
                                       reference=train_set, group=gv))
             valid_names.append(name)
-        booster = train(params, train_set, valid_sets=valid_sets or None,
-                        valid_names=valid_names or None, callbacks=callbacks,
-                        init_model=init_booster)
+        try:
+            booster = train(params, train_set, valid_sets=valid_sets or None,
+                            valid_names=valid_names or None, callbacks=callbacks,
+                            init_model=init_booster)
+        except KeyboardInterrupt as e:   # Ctrl-C: unfitted; the rounds so far on e.booster
+            if getattr(e, "booster", None) is not None:
+                e.booster.extra.update(self._extra())
+            raise
         booster.extra.update(self._extra())
         self._set_fitted(booster)
         return self
