@@ -2,9 +2,8 @@
 
     raw = init margins
     per round:  grad/hess <- objective(y, raw)
-                rows <- subsample (a hash of seed, round and global row id)
-                per output k:  quantize -> grow one tree -> (renew L1 leaves) -> shrink
-                               raw[k] += leaf values over each leaf's row range
+                the round's trees (``bonsai.rounds``: sample, quantize, grow, shrink,
+                                   raw[k] += leaf values)
                 evaluate -> callbacks (early stopping, logging)
 
 Over several data shards (a ``bonsai.comm.Comm``; one copy of this loop per shard)
@@ -33,6 +32,7 @@ from .grow import Grower
 from .metrics import get_metric
 from .objectives import get_objective, label_outputs
 from .ordered import OrderedEncoding, auto_ctr_features
+from .rounds import grow_round
 from .scores import HostScores
 
 
@@ -92,31 +92,6 @@ def _global_rows(ds):
     for the consecutive default."""
     g = getattr(ds, "global_rows", None)
     return None if g is None else _comm_mod.check_segments(g, ds.n_rows, "Dataset.global_rows")
-
-
-def _seed(random_state, it, k):
-    """A 64-bit seed for the stochastic rounding of tree (it, k) (k = -1: the round's
-    row subsample)."""
-    salt = 0x51 if k >= 0 else 0x5A
-    return int(np.random.default_rng([random_state, it, max(k, 0), salt]).integers(0, 2 ** 63))
-
-
-def _sample_rows(backend, p, it, n, n_all, segs, comm, out):
-    """The round's rows: (sorted local rows or None for all of them, rows over every
-    shard; ``n_all``: every shard's rows).  Each row is kept when a hash of (seed, round, global row id) falls below
-    ``subsample`` (``backend.sample_rows``), so the sample does not depend on how the
-    rows are split; a sample empty over every shard takes every row instead."""
-    if p.subsample >= 1.0:
-        return None, n_all
-    k = backend.sample_rows(n, segs, p.subsample, _seed(p.random_state, it, -1), out)
-    k_all = _sum_int(comm, k)
-    if k_all == 0:
-        return None, n_all
-    return out[:k].copy(), k_all
-
-
-def _sum_int(comm, x):
-    return int(comm.allreduce_sum(np.array([x], np.int64))[0])
 
 
 def train(params, train_set, num_boost_round=None, valid_sets=None, valid_names=None,
@@ -446,136 +421,6 @@ def _initial_raw(booster, train_set, init_model, k_out, n):
                           k_out, n)
 
 
-def _grow_round(p, booster, objective, grower, backend, y, w, raw, evals, grad, hess, it,
-                k_out, enc, comm, segs, n_all, scores):
-    builder = grower.builder
-    idx_buf = builder.idx_buf
-    rows, n_total = _sample_rows(backend, p, it, y.shape[0], n_all, segs, comm, idx_buf)
-    n_rows = y.shape[0] if rows is None else rows.shape[0]
-    oob = None
-    if rows is not None and rows.shape[0] < y.shape[0]:
-        mask = np.ones(y.shape[0], bool)
-        mask[rows] = False
-        oob = np.flatnonzero(mask).astype(IDX)
-    if grower.n_values is not None:
-        _grow_vector(p, booster, objective, grower, backend, evals, it, k_out, comm, n_rows,
-                     n_total, rows, oob, scores)
-        return
-    for k in range(k_out):
-        with stage("quantize"):
-            try:
-                seed = _seed(p.random_state, it, k) if p.quantized_grad else 0  # rounding seed
-                scales = scores.quantize(builder, k, n_total, p.grad_quant_bins, seed, comm,
-                                         segs)
-            except FloatingPointError:
-                raise ValueError(
-                    f"gradients became non-finite at iteration {it} (objective="
-                    f"{objective.name!r}): the model diverged; lower learning_rate or set "
-                    "max_delta_step") from None
-        # the grower partitions the sample's indices in place: one buffer for the
-        # whole fit (no per-tree copies; an unsampled round fills it with 0..n-1)
-        idx = idx_buf[:n_rows]
-        if rows is None:
-            scores.fill_range(idx)
-        else:
-            idx[:] = rows
-        tree, leaves, l0, l1 = grower.grow(scales, idx, n_total,
-                                           np.random.default_rng([p.random_state, it, k]))
-        if p.quantized_grad:
-            with stage("renew_leaves"):
-                grower.renew_exact(tree, leaves, l0, l1, grad[k], hess[k], idx)
-        if objective.renew_leaf is not None:
-            with stage("renew_leaves"):
-                _renew_leaves(objective, tree, leaves, l0, l1, idx, y, w, raw[k], comm,
-                              segs)
-        tree.value[:] *= p.learning_rate
-        _check_margins(booster, scores, tree, k, it, p)
-        with stage("score_update"):
-            scores.add_leaf_values(k, idx, l0, l1, tree.value[leaves])
-            if oob is not None:
-                backend.predict_binned_add(builder.X_cols, oob, tree, grower.bm.missing_bin,
-                                           raw[k])
-        with stage("eval_predict"):
-            for ev in evals:
-                backend.predict_binned_add(ev.X_cols, ev.rows, tree, grower.bm.missing_bin,
-                                           ev.raw[k])
-        booster._append(tree if enc is None else enc.to_model(tree), k)
-
-
-def _check_margins(booster, scores, tree, k, it, p):
-    """A new tree's values are finite and keep the model's margins within float64
-    (``model_file.margin_bounds``, the rule the model file reader applies), else
-    ValueError: training diverged.  The running bounds live on ``scores`` (this fit's)."""
-    from .io.model_file import margin_bounds
-    bounds = getattr(scores, "margin_bounds", None)
-    try:
-        if not np.all(np.isfinite(tree.value)):
-            raise ValueError("a leaf value is not finite")
-        if bounds is None:
-            base = [float(v) for v in booster.base_score]
-            bounds = margin_bounds(booster.trees, booster.tree_class, (base, list(base)))
-        scores.margin_bounds = margin_bounds([tree], [k], bounds)
-    except ValueError as e:
-        raise ValueError(f"the model diverged at iteration {it}: {e} (learning_rate="
-                         f"{p.learning_rate!r}); lower learning_rate or set max_delta_step"
-                         ) from None
-
-
-def _grow_vector(p, booster, objective, grower, backend, evals, it, k_out, comm, n_rows,
-                 n_total, rows, oob, scores):
-    """One round of vector leaves: every output's cells, ONE tree with K values per
-    node, each output's margins updated from its column."""
-    builder = grower.builder
-    with stage("quantize"):
-        try:
-            scales = scores.quantize_all(builder, n_total, comm)
-        except FloatingPointError:
-            raise ValueError(
-                f"gradients became non-finite at iteration {it} (objective="
-                f"{objective.name!r}): the model diverged; lower learning_rate or set "
-                "max_delta_step") from None
-    idx = builder.idx_buf[:n_rows]
-    if rows is None:
-        scores.fill_range(idx)
-    else:
-        idx[:] = rows
-    tree, leaves, l0, l1 = grower.grow(scales, idx, n_total,
-                                       np.random.default_rng([p.random_state, it, 0]))
-    tree.value[:] *= p.learning_rate
-    _check_margins(booster, scores, tree, 0, it, p)
-    with stage("score_update"):
-        for k in range(k_out):
-            scores.add_leaf_values(k, idx, l0, l1, np.ascontiguousarray(tree.value[leaves, k]))
-        if oob is not None:     # one descent per row, K values added (raw (K, n))
-            backend.predict_binned_add(builder.X_cols, oob, tree, grower.bm.missing_bin,
-                                       scores.raw)
-    with stage("eval_predict"):
-        for ev in evals:
-            backend.predict_binned_add(ev.X_cols, ev.rows, tree, grower.bm.missing_bin, ev.raw)
-    booster._append(tree, 0)
-
-
-def _renew_leaves(objective, tree, leaves, l0, l1, idx, y, w, raw_k, comm, segs=None):
-    """L1 / quantile leaf values re-estimated from the residuals of each leaf's rows
-    (over every shard: gathered and put in global row order)."""
-    local = _comm_mod.is_local(comm)
-    parts = []
-    for a, b in zip(l0, l1):
-        r = idx[a:b]
-        parts.append((y[r] - raw_k[r], None if w is None else w[r],
-                      None if local else _comm_mod.global_ids(segs, r)))
-    if not local:
-        ranks = comm.allgather(parts)
-        parts = []
-        for leaf in zip(*ranks):            # this leaf's (residuals, weights, ids) per rank
-            order = np.argsort(np.concatenate([q[2] for q in leaf]), kind="stable")
-            parts.append((np.concatenate([q[0] for q in leaf])[order],
-                          None if w is None else np.concatenate([q[1] for q in leaf])[order],
-                          None))
-    for lf, (res, wr, _) in zip(leaves, parts):
-        tree.value[lf] = objective.renew_leaf(res, wr)
-
-
 def _boost(p, booster, objective, grower, backend, y, w, raw, evals, metrics,
            callbacks, k_out, enc=None, comm=_comm_mod.LOCAL, segs=None, n_all=None):
     """The boosting rounds: a generator yielding the Booster after every round."""
@@ -597,7 +442,7 @@ def _boost(p, booster, objective, grower, backend, y, w, raw, evals, metrics,
             break
         with stage("gradients"):
             scores.grad_hess()
-        _grow_round(p, booster, objective, grower, backend, y, w, raw, evals, grad, hess, it,
+        grow_round(p, booster, objective, grower, backend, y, w, raw, evals, grad, hess, it,
                     k_out, enc, comm, segs, n_all, scores)
         if objective.name in LOG_LINK_OBJECTIVES and not scores.resident and raw.size:
             top = float(np.max(raw))    # exp(margin) overflows past MAX_LOG_MARGIN
