@@ -156,7 +156,8 @@ class Grower:
         nodes.ints[root, SLOT] = self.pool.alloc()
         if self._compiled_leafwise():   # this loop as one compiled call (cpu)
             self.builder.grow_leafwise(nodes, self.max_leaves, self.max_depth,
-                                       2 * self.min_child_samples, self._masks([0, 0], state))
+                                       2 * self.min_child_samples, self._masks([0, 0], state),
+                                       self.PRUNE_SLACK)
             self.builder.finish_tree()
             return self._finish(scales)
         self._evaluate_root(state)

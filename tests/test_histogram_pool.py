@@ -44,6 +44,9 @@ def _fit(params, X, y, rounds=4):
 def test_leafwise_prune_keeps_trees_and_frees_histograms(monkeypatch, live_slots, extra):
     X, y = _data()
     params = {"grow_policy": "leafwise", "max_leaves": 96, **extra}
+    # the Python loop, whose pool allocations the fixture sees (the compiled loop
+    # prunes the same way: test_leafwise_compiled)
+    monkeypatch.setattr(grow, "LEAFWISE_COMPILED", False)
     monkeypatch.setattr(grow.Grower, "PRUNE_SLACK", 10 ** 9)     # never prune
     ref = _fit(params, X, y)
     unpruned = live_slots["n"]

@@ -34,6 +34,7 @@ def _data(n=3000, seed=0):
 
 CASES = {
     "numeric": lambda: (*_data(), {}),
+    "one-thread": lambda: (*_data(), {"n_threads": 1}),
     "depth-limited": lambda: (*_data(), {"max_depth": 4, "max_leaves": 40}),
     "binary-quantized": lambda: (_data()[0], (_data()[1] > 0).astype(float),
                                  {"objective": "binary", "quantized_grad": True}),
@@ -67,3 +68,12 @@ def test_categorical_and_sparse(monkeypatch):
 def test_column_sampling_keeps_the_python_loop(monkeypatch):
     X, y = _data(n=500)
     assert _fit(monkeypatch, True, X, y, colsample_bynode=0.5)[1] == 0
+
+
+@pytest.mark.parametrize("slack", [0, 10 ** 9])
+def test_pruning_every_split_or_never_keeps_the_trees(monkeypatch, slack):
+    """The compiled loop's prune (``step._lw_prune``) frees only leaves never split."""
+    X, y = _data(n=4000, seed=4)
+    monkeypatch.setattr(grow.Grower, "PRUNE_SLACK", slack)
+    p = {"max_leaves": 60}
+    assert _fit(monkeypatch, True, X, y, **p)[0] == _fit(monkeypatch, False, X, y, **p)[0]

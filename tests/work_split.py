@@ -33,6 +33,7 @@ from bonsai.backends.cpu import predict as _pred
 from bonsai.backends.cpu import predict_binned as _heaps
 from bonsai.backends.cpu import shap as _shap
 from bonsai.backends.cpu import step as _step
+from bonsai import grow as _grow
 from bonsai.nodes import START, STOP
 
 #: work-split thresholds that cut a few hundred rows between threads
@@ -96,6 +97,9 @@ class WorkLog:
     @classmethod
     def install(cls, set_attr=setattr):
         log = cls()
+        # leaf-wise trees take the grow loop's Python path, one recorded split step
+        # per split (the compiled loop grows the same trees: test_leafwise_compiled)
+        set_attr(_grow, "LEAFWISE_COMPILED", False)
         set_attr(_step, "split_nodes", log._step)
         for mod, name in KERNELS:
             set_attr(mod, name, _KernelSpy(log, name, getattr(mod, name)))

@@ -185,7 +185,7 @@ class TreeBuilder:
                 and nodes.ints.shape[0] >= 2 * max_leaves + 1
                 and len(self.pool.free) >= live + 1)
 
-    def grow_leafwise(self, nodes, max_leaves, max_depth, min_split_rows, masks):
+    def grow_leafwise(self, nodes, max_leaves, max_depth, min_split_rows, masks, slack):
         """The whole leaf-wise tree, its root (table row 0, holding a slot) evaluated
         first, in one compiled call: ``step.split_nodes`` with ``leafwise``, which runs
         the grow loop's best-first policy (``bonsai.grow``) around its split step.
@@ -199,9 +199,10 @@ class TreeBuilder:
         appended, the split leaf taken out), each split takes the first leaf of
         highest gain, none when that is -inf or ``max_leaves`` is reached, and a
         child may split below ``max_depth`` and the leaf budget.  Slots come off the
-        pool's free list as the same stack.  The loop's pruning of unreachable
-        leaves only frees histograms early; here every leaf that can hold one has a
-        slot (``can_grow_leafwise``).  The leaves' slots go back to the pool."""
+        pool's free list as the same stack; every leaf that can hold one has a
+        slot (``can_grow_leafwise``), and the loop's pruning of unreachable leaves runs
+        the same way (``slack``: ``Grower.PRUNE_SLACK``), so as few histograms are
+        alive.  The leaves' slots go back to the pool."""
         layout, X_dense, sp_ptr, sp_bins, sp_default = self.layout
         free = np.empty(self.pool.hist.shape[0], np.int64)   # room for every slot
         free[:len(self.pool.free)] = self.pool.free
@@ -213,7 +214,7 @@ class TreeBuilder:
             self.scratch_slots, True, min_split_rows, masks, self.is_cat, self.cat_cfg,
             self.scales, self.cfg, self.min_child_samples, self.par, self._identity(0),
             np.empty(2, np.int64), np.empty(2, np.int64), self._part_csc,
-            (int(max_leaves), int(max_depth), free, len(self.pool.free)))
+            (int(max_leaves), int(max_depth), free, len(self.pool.free), int(slack)))
         nodes.n = int(n)
         self.pool.free = free[:n_free].tolist()
 

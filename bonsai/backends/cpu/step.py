@@ -342,7 +342,8 @@ def split_nodes(layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, 
     (``masks[0]``).  So a fit runs one compiled driver, whose code holds every kernel
     it calls, instead of also loading separate copies for the root.
 
-    ``leafwise`` (max_leaves, max_depth, free (S,) int64, n_free): from the root on,
+    ``leafwise`` (max_leaves, max_depth, free (S,) int64, n_free, prune slack): from
+    the root on,
     grow the whole leaf-wise tree in this call (``leafwise``: the grow loop's
     best-first policy; ``free[:n_free]`` the pool's free slot stack, ``masks`` two
     rows); returns (table rows, free stack size).  It is a loop around the same step
@@ -350,7 +351,7 @@ def split_nodes(layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, 
     copy of this code into the caller (~10 s more of first-fit compile, measured).
     """
     grow = leafwise is not None
-    front, fgain, n_front, n_leaves, free, n_free, max_leaves, max_depth = _lw_start(
+    front, fgain, n_front, n_leaves, free, n_free, max_leaves, max_depth, slack = _lw_start(
         leafwise, t_gain)
     while True:        # one split step (the only one without ``leafwise``)
         m = batch.shape[0]
@@ -409,6 +410,8 @@ def split_nodes(layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, 
                 front[n_front] = out_expand[k]
                 fgain[n_front] = t_gain[out_expand[k]]
                 n_front += 1
+            n_front, n_free = _lw_prune(front, fgain, n_front, max_leaves - n_leaves, slack,
+                                        t, free, n_free)
         else:                   # the root: the frontier's one leaf
             fgain[0] = t_gain[0]
         node = _lw_pick(front, fgain, n_front, n_leaves, max_leaves)
@@ -436,14 +439,44 @@ def _lw_start(leafwise, t_gain):
     ``leafwise``."""
     if leafwise is None:
         return (np.empty(1, np.int64), np.empty(1), np.int64(0), np.int64(0),
-                np.empty(1, np.int64), np.int64(0), np.int64(0), np.int64(0))
-    max_leaves, max_depth, free, n_free = leafwise
+                np.empty(1, np.int64), np.int64(0), np.int64(0), np.int64(0), np.int64(0))
+    max_leaves, max_depth, free, n_free, slack = leafwise
     front = np.empty(max_leaves + 1, np.int64)
     fgain = np.empty(max_leaves + 1)
     front[0] = 0
     fgain[0] = -np.inf       # the root's gain, once its step has scanned it
     return (front, fgain, np.int64(1), np.int64(1), free, np.int64(n_free),
-            np.int64(max_leaves), np.int64(max_depth))
+            np.int64(max_leaves), np.int64(max_depth), np.int64(slack))
+
+
+@njit(cache=True, nogil=True)
+def _lw_prune(front, fgain, n_front, remaining, slack, t, free, n_free):
+    """The grow loop's ``_drop_unreachable``: once the frontier exceeds the remaining
+    splits by ``slack`` (the loop's ``Grower.PRUNE_SLACK``), keep (in order) only the ``remaining`` leaves
+    ahead in the (gain, order) ranking that can split, and put the others' slots
+    back on the free stack.  Only histograms of leaves never split are freed, so the
+    tree is unchanged.  Returns (frontier size, free stack size)."""
+    if n_front < remaining + slack:
+        return n_front, n_free
+    order = np.argsort(-fgain[:n_front], kind="mergesort")   # ties: lower position
+    keep = np.zeros(n_front, np.bool_)
+    for j in range(min(max(remaining, 0), n_front)):
+        i = order[j]
+        if fgain[i] > -np.inf:
+            keep[i] = True
+    k = 0
+    for i in range(n_front):
+        if keep[i]:
+            front[k] = front[i]
+            fgain[k] = fgain[i]
+            k += 1
+        else:
+            sl = t[front[i], SLOT]
+            if sl >= 0:
+                free[n_free] = sl
+                n_free += 1
+                t[front[i], SLOT] = -1
+    return k, n_free
 
 
 @njit(cache=True, nogil=True)
