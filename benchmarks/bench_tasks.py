@@ -343,7 +343,7 @@ def summarize(name, libs, results, a):
 
 
 def compare(med, metric):
-    """Per bonsai row: time / peak-RSS ratios to every peer row and to the faster of the
+    """Per bonsai row: time (and CPU time) / peak-RSS ratios to every peer row and to the faster of the
     LightGBM / XGBoost rows, and the headline metric's difference."""
     lines, values = [], {}
     peers = [p for p in med if not p.startswith("bonsai")]
@@ -353,8 +353,10 @@ def compare(med, metric):
         values[b] = {}
         for p in peers + ([f"faster peer ({fastest})"] if fastest else []):
             q = med[fastest if p.startswith("faster") else p]
-            r = {"time": med[b]["fit_s"] / q["fit_s"], "rss": med[b]["peak_mib"] / q["peak_mib"]}
-            text = f"{b} / {p}: time {r['time']:.2f}x, peak RSS {r['rss']:.2f}x"
+            r = {"time": med[b]["fit_s"] / q["fit_s"], "cpu": med[b]["fit_cpu_s"] / q["fit_cpu_s"],
+                 "rss": med[b]["peak_mib"] / q["peak_mib"]}
+            text = (f"{b} / {p}: time {r['time']:.2f}x (cpu {r['cpu']:.2f}x), peak RSS "
+                    f"{r['rss']:.2f}x")
             if metric:
                 m = metric[0]
                 r[m] = med[b]["metrics"][m] - q["metrics"][m]
