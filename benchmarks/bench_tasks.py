@@ -35,7 +35,8 @@ rounds, the first 20k training / test rows, see ``_warm_bonsai``; before any rep
 child per bonsai row, so numba's cache is filled: both are excluded from the results);
 then it resets the peak-RSS counter and times Dataset construction + training.
 ``peak MiB`` is the process's peak resident set during build + fit (data and library
-included), ``+fit MiB`` that peak minus the RSS just before it.  Medians over repeats;
+included), ``+fit MiB`` that peak minus the RSS just before it, ``maxrss MiB`` the process's
+lifetime ``ru_maxrss`` (data generation and warm-ups included).  Medians over repeats;
 then, per bonsai row, its time and peak-RSS ratios to each peer and to the faster of
 the LightGBM / XGBoost rows, and its headline metric minus the peer's.
 """
@@ -45,6 +46,7 @@ import argparse
 import contextlib
 import gzip
 import os
+import resource
 import statistics
 import sys
 import time
@@ -223,12 +225,13 @@ def worker(lib, name, scale, threads, rounds, warm_only):
     except ImportError as e:
         return C.emit_result({"lib": lib, "unavailable": f"ImportError: {e}"})
     peak = C.peak_rss_mib()
+    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024     # KiB on Linux
     t0 = time.perf_counter()
     pred = predict(d.Xt)
     predict_s = time.perf_counter() - t0
     C.emit_result(dict(lib=lib, build_s=build_s, train_s=train_s, fit_s=build_s + train_s,
                        fit_cpu_s=cpu_s, predict_s=predict_s, peak_mib=peak,
-                       fit_mib=peak - ready, metrics=F.score(spec.kind, d, pred),
+                       fit_mib=peak - ready, maxrss_mib=maxrss, metrics=F.score(spec.kind, d, pred),
                        params=params, shape=shape))
 
 
@@ -297,7 +300,7 @@ def _medians(results):
         if ok:
             med[lib] = {k: statistics.median(r[k] for r in ok) for k in
                         ("build_s", "train_s", "fit_s", "fit_cpu_s", "predict_s", "peak_mib",
-                         "fit_mib")}
+                         "fit_mib", "maxrss_mib")}
             med[lib]["metrics"] = {m: statistics.median(r["metrics"][m] for r in ok)
                                    for m in ok[0]["metrics"]}
             med[lib]["n_ok"] = len(ok)
@@ -308,14 +311,14 @@ def summarize(name, libs, results, a):
     med = _medians(results)
     metric_names = list(next(iter(med.values()))["metrics"]) if med else []
     headers = (["library", "runs", "build s", "train s", "fit s", "fit cpu s", "peak MiB",
-                "+fit MiB", "predict s"] + metric_names)
+                "+fit MiB", "maxrss MiB", "predict s"] + metric_names)
     rows, notes = [], []
     for lib in libs:
         if lib in med:
             m = med[lib]
             rows.append([lib, str(m["n_ok"])] + [
                 C.fmt(m[k]) for k in ("build_s", "train_s", "fit_s", "fit_cpu_s")] + [
-                C.fmt(m["peak_mib"], ".0f"), C.fmt(m["fit_mib"], ".0f"),
+                C.fmt(m["peak_mib"], ".0f"), C.fmt(m["fit_mib"], ".0f"), C.fmt(m["maxrss_mib"], ".0f"),
                 C.fmt(m["predict_s"], ".3f")] + [C.fmt(m["metrics"][k], ".4f")
                                                  for k in metric_names])
         else:
