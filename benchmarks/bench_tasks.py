@@ -162,9 +162,9 @@ SPECS = {
     "rank-generated": Spec("rank", "rank", _load_rank_generated, 50, {"leaves": 31},
                            ("bonsai",) + _CLASSIC, "bench_rank.make_data, 1/10 of queries held out"),
     "agaricus": Spec("sparse", "binary", _load_agaricus, 50, {"depth": 6},
-                     ("bonsai", "lightgbm", "xgboost"), "XGBoost's demo, CSR (tests/data)"),
+                     ("bonsai", "xgboost", "lightgbm"), "XGBoost's demo, CSR (tests/data)"),
     "sparse-generated": Spec("sparse", "binary", _load_sparse_generated, 50, {"depth": 6},
-                             ("bonsai", "lightgbm", "xgboost"), "bench_sparse.generated, 0/1 CSR"),
+                             ("bonsai", "xgboost", "lightgbm"), "bench_sparse.generated, 0/1 CSR"),
 }
 TASKS = {"multi_regression": ["multireg"], "multiclass": ["multiclass"],
          "rank": ["rank.test", "rank-generated"], "sparse": ["agaricus", "sparse-generated"]}
@@ -283,8 +283,9 @@ def run_dataset(name, a):
             results[lib].append(res)          # unavailable / error: no timed runs
     for rep in range(a.repeats):
         for lib in libs:                      # interleaved: every library once a repeat
-            done = results[lib]
-            if (done and "metrics" not in done[-1]) or len(done) >= a.lib_repeats.get(lib, a.repeats):
+            done = results[lib]         # a row with --lib-repeats N runs in the last N
+            if (done and "metrics" not in done[-1]) or rep < a.repeats - a.lib_repeats.get(
+                    lib, a.repeats):
                 continue
             res = _child(a, lib, name, rounds)
             done.append(res)
@@ -388,7 +389,8 @@ def main(argv=None):
                     "libraries (xgboost: all its rows); default: every row of the task")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--lib-repeats", type=_lib_repeats, default={},
-                    help="fewer repeats for some rows, e.g. lightgbm=1 (its runs are long)")
+                    help="fewer repeats for some rows, e.g. lightgbm=1 (its runs are long): "
+                    "they run in the last N repeats")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--scale", type=float, default=1.0, help="multiply every generated "
                     "shape (rows, queries, sparse columns); 0.02 for a smoke run")
