@@ -31,14 +31,15 @@ sparse columns; the repository's real files are used whole):
 Each (library, repeat) runs in a fresh interpreter (``_common.run_child``), the
 libraries interleaved within each repeat.  The child loads the data, imports its
 library and, for bonsai, runs untimed warm-up fits and predicts (same parameters, 2
-rounds, the first 20k training / test rows, see ``_warm_bonsai``; before any repeat the parent also runs one such warm-up-only
-child per bonsai row, so numba's cache is filled: both are excluded from the results);
-then it resets the peak-RSS counter and times Dataset construction + training.
-``peak MiB`` is the process's peak resident set during build + fit (data and library
-included), ``+fit MiB`` that peak minus the RSS just before it, ``maxrss MiB`` the process's
-lifetime ``ru_maxrss`` (data generation and warm-ups included).  Medians over repeats;
-then, per bonsai row, its time and peak-RSS ratios to each peer and to the faster of
-the LightGBM / XGBoost rows, and its headline metric minus the peer's.
+rounds, the first 20k training / test rows, see ``_warm_bonsai``; before any repeat
+the parent also runs one such warm-up-only child per bonsai row, so numba's cache is
+filled: both are excluded from the results); then it resets the peak-RSS counter and
+times Dataset construction + training (wall and process CPU time).  ``peak MiB`` is
+the process's peak resident set during build + fit (data and library included),
+``+fit MiB`` that peak minus the RSS just before it, ``maxrss MiB`` the process's
+lifetime ``ru_maxrss`` (data generation and warm-ups included).  Medians over
+repeats; then, per bonsai row, its time, CPU-time and peak-RSS ratios to each peer and
+to the faster of the LightGBM / XGBoost rows, and its headline metric minus the peer's.
 """
 from __future__ import annotations
 
@@ -160,7 +161,8 @@ SPECS = {
                       ("bonsai",) + _CLASSIC,
                       "LightGBM's lambdarank example, rank.train -> rank.test (tests/data)"),
     "rank-generated": Spec("rank", "rank", _load_rank_generated, 50, {"leaves": 31},
-                           ("bonsai",) + _CLASSIC, "bench_rank.make_data, 1/10 of queries held out"),
+                           ("bonsai",) + _CLASSIC,
+                           "bench_rank.make_data, 1/10 of queries held out"),
     "agaricus": Spec("sparse", "binary", _load_agaricus, 50, {"depth": 6},
                      ("bonsai", "xgboost", "lightgbm"), "XGBoost's demo, CSR (tests/data)"),
     "sparse-generated": Spec("sparse", "binary", _load_sparse_generated, 50, {"depth": 6},
@@ -319,7 +321,8 @@ def summarize(name, libs, results, a):
             m = med[lib]
             rows.append([lib, str(m["n_ok"])] + [
                 C.fmt(m[k]) for k in ("build_s", "train_s", "fit_s", "fit_cpu_s")] + [
-                C.fmt(m["peak_mib"], ".0f"), C.fmt(m["fit_mib"], ".0f"), C.fmt(m["maxrss_mib"], ".0f"),
+                C.fmt(m["peak_mib"], ".0f"), C.fmt(m["fit_mib"], ".0f"),
+                C.fmt(m["maxrss_mib"], ".0f"),
                 C.fmt(m["predict_s"], ".3f")] + [C.fmt(m["metrics"][k], ".4f")
                                                  for k in metric_names])
         else:
@@ -347,8 +350,8 @@ def summarize(name, libs, results, a):
 
 
 def compare(med, metric):
-    """Per bonsai row: time (and CPU time) / peak-RSS ratios to every peer row and to the faster of the
-    LightGBM / XGBoost rows, and the headline metric's difference."""
+    """Per bonsai row: time, CPU-time and peak-RSS ratios to every peer row and to the
+    faster of the LightGBM / XGBoost rows, and the headline metric's difference."""
     lines, values = [], {}
     peers = [p for p in med if not p.startswith("bonsai")]
     fast = [p for p in peers if p.split("-")[0] in ("lightgbm", "xgboost")]
