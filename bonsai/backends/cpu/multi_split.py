@@ -332,6 +332,23 @@ def scan_nodes(hist, slots, feat_off, n_value_bins, masks, is_cat, cat, n_out, c
         out_dl[i] = dl
 
 
+@njit(cache=True, nogil=True)
+def level_totals(hist, slots, feat_off, n_out, cbits, sc, cfg, scaled):
+    """A level's nodes' cells ``(m, C)`` (feature 0's bins) and scores ``(m, K)``
+    (``parent_scores``, ``scaled`` as there)."""
+    m = slots.shape[0]
+    n_chan = 2 * n_out
+    tots = np.zeros((m, n_chan), np.int64)
+    parents = np.empty((m, n_out))
+    for i in range(m):
+        H = hist[slots[i]]
+        for b in range(feat_off[0], feat_off[1]):
+            for c in range(n_chan):
+                tots[i, c] += H[b, c]
+        parent_scores(tots[i], n_out, cbits, sc, cfg, scaled, parents[i])
+    return tots, parents
+
+
 @parallel_kernel
 def level_split(hist, slots, feat_off, n_value_bins, mask, is_cat, n_out, cbits, sc, cfg, mcs,
                 out):
@@ -344,16 +361,7 @@ def level_split(hist, slots, feat_off, n_value_bins, mask, is_cat, n_out, cbits,
     n_chan = 2 * n_out
     cmask = (np.int64(1) << cbits) - 1
     plain = plain_gain(cfg)
-    tots = np.empty((m, n_chan), np.int64)
-    parents = np.empty((m, n_out))
-    for i in range(m):
-        H = hist[slots[i]]
-        for c in range(n_chan):
-            tots[i, c] = 0
-        for b in range(feat_off[0], feat_off[1]):
-            for c in range(n_chan):
-                tots[i, c] += H[b, c]
-        parent_scores(tots[i], n_out, cbits, sc, cfg, False, parents[i])
+    tots, parents = level_totals(hist, slots, feat_off, n_out, cbits, sc, cfg, False)
     for f in prange(n_value_bins.shape[0]):
         base = feat_off[f]
         nv = n_value_bins[f]
@@ -387,18 +395,8 @@ def level_split_categorical(hist, slots, feat_off, n_value_bins, mask, is_cat, c
                             cbits, sc, cfg, mcs, out_gain, out_bits):
     """Best shared category set per categorical feature of an oblivious level
     (``category_split`` with the level's nodes), ``out_gain (F,)``, ``out_bits (F, W)``."""
-    m = slots.shape[0]
     n_chan = 2 * n_out
-    tots = np.empty((m, n_chan), np.int64)
-    parents = np.empty((m, n_out))
-    for i in range(m):
-        H = hist[slots[i]]
-        for c in range(n_chan):
-            tots[i, c] = 0
-        for b in range(feat_off[0], feat_off[1]):
-            for c in range(n_chan):
-                tots[i, c] += H[b, c]
-        parent_scores(tots[i], n_out, cbits, sc, cfg, True, parents[i])
+    tots, parents = level_totals(hist, slots, feat_off, n_out, cbits, sc, cfg, True)
     left = np.empty(n_chan, np.int64)
     out_bits[:, :] = 0
     for f in range(n_value_bins.shape[0]):
