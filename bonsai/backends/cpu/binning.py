@@ -125,6 +125,10 @@ def map_to_bins_by_column(X, thresholds, thr_offsets, pad, coarse, use_table, ou
             out[f, r] = _bin(np.float64(X[r, f]), use_table, thresholds, t0, nt, pf, cf)
 
 
+#: rows of a tile of ``columns_to_blocked``
+_TILE_ROWS = 64
+
+
 @parallel_kernel
 def columns_to_blocked(X_cols, out):
     """The blocked row-major layout of column-major bins: value (r, f) goes to
@@ -142,11 +146,18 @@ def columns_to_blocked(X_cols, out):
             f0 = blk * width
             f1 = min(n_features, f0 + width)
             base = blk * n
-            for r in range(r0, r1):
+            # tiles of _TILE_ROWS rows: each feature's column is read for the whole
+            # tile (one cache line, one page) before the next feature's, instead of
+            # one value of every feature per row (a page per feature per row: TLB
+            # misses on wide data, whose columns lie n bytes apart)
+            for t0 in range(r0, r1, _TILE_ROWS):
+                t1 = min(r1, t0 + _TILE_ROWS)
                 for f in range(f0, f1):
-                    out[base + r, f - f0] = X_cols[f, r]
-                for j in range(f1 - f0, width):
-                    out[base + r, j] = 0
+                    for r in range(t0, t1):
+                        out[base + r, f - f0] = X_cols[f, r]
+                for r in range(t0, t1):
+                    for j in range(f1 - f0, width):
+                        out[base + r, j] = 0
 
 
 @njit(cache=True, nogil=True)
