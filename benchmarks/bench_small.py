@@ -291,6 +291,7 @@ def main(argv=None):
         summ, res = run_entry(entry, libs, args)
         if summ is not None:
             summaries[entry], all_results[entry] = summ, res
+            C.dump_json(args.json, all_results, summaries)    # after each entry
     if summaries:
         print_overview(summaries)
     print(f"load average at the end: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
