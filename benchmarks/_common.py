@@ -201,6 +201,7 @@ class Data(NamedTuple):
     features: int
     task: str             # "binary" | "regression" | "multiclass"
     n_classes: int = 1    # > 2 only for "multiclass"
+    test_fraction: float = TEST_FRACTION   # the last rows held out (``split``)
 
 
 DATASETS = {
@@ -232,7 +233,7 @@ def ensure_cached(data: str, n: int | None = None) -> Path:
         return path
     path.mkdir(parents=True, exist_ok=True)
     X, y = gen(n=n, d=d)
-    for k, arr in zip(names, split(X, y)):
+    for k, arr in zip(names, split(X, y, DATASETS[data].test_fraction)):
         tmp = path / f".{k}.{os.getpid()}.npy"
         np.save(tmp, np.ascontiguousarray(arr))
         os.replace(tmp, path / f"{k}.npy")       # atomic: readers never see a partial file

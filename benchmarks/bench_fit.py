@@ -2,7 +2,8 @@
 
     python benchmarks/bench_fit.py \
         --shape higgs|year|higgs-leaves|missing|wide|multiclass|all --repeats 3 --threads 2 \
-        --libs bonsai,lightgbm,xgboost,catboost,sklearn [--rows N] [--rounds N]
+        --libs bonsai,lightgbm,xgboost,catboost,sklearn [--rows N] [--rounds N] \
+        [--family default|bernoulli|heavy]
 
 Every (library, repeat) fit runs in a fresh interpreter that loads the same cached
 .npy arrays; libraries are interleaved within each repeat and medians are reported.
@@ -19,6 +20,7 @@ from typing import NamedTuple
 import numpy as np
 
 import _common as C
+import _families as F
 
 # Settings every library is mapped onto, whatever the shape (see README.md).
 COMMON = dict(learning_rate=0.1, max_bin=255, min_child_samples=20, min_child_weight=1e-3,
@@ -303,9 +305,15 @@ def score(task, n_classes, y, pred):
 
 
 # --------------------------------------------------------------------------- worker
-def worker(lib, shape_name, rows, threads, rounds):
-    """Runs inside the fresh subprocess: load data, measure, emit one JSON result."""
+def shape_of(shape_name, family="default"):
+    """``SHAPES[shape_name]`` on ``family``'s version of its data set (``_families``)."""
     shape = SHAPES[shape_name]
+    return shape._replace(data=F.data_name(shape.data, family))
+
+
+def worker(lib, shape_name, rows, threads, rounds, family="default"):
+    """Runs inside the fresh subprocess: load data, measure, emit one JSON result."""
+    shape = shape_of(shape_name, family)
     if rounds:
         shape = shape._replace(rounds=rounds)
     data = C.DATASETS[shape.data]
@@ -327,8 +335,8 @@ def worker(lib, shape_name, rows, threads, rounds):
     predict_s = time.perf_counter() - t0
     metrics = score(task, n_classes, yte, pred)
     metric_name = METRICS[task][0]
-    C.emit_result(dict(lib=lib, shape=shape_name, rounds=shape.rounds, build_s=build_s,
-                       fit_s=fit_s, total_s=build_s + fit_s, predict_s=predict_s,
+    C.emit_result(dict(lib=lib, shape=shape_name, family=family, rounds=shape.rounds,
+                       build_s=build_s, fit_s=fit_s, total_s=build_s + fit_s, predict_s=predict_s,
                        import_s=import_s, lib_mib=ready - base, peak_mib=peak_mib,
                        fit_mib=fit_mib, peak_reset=peak_reset, metrics=metrics,
                        metric_name=metric_name, metric=metrics[metric_name]))
@@ -340,7 +348,7 @@ def _metrics_text(res):
 
 
 def run_shape(shape_name, libs, args):
-    shape = SHAPES[shape_name]
+    shape = shape_of(shape_name, args.family)
     rounds = args.rounds or shape.rounds
     data = C.DATASETS[shape.data]
     rows = args.rows or data.rows
@@ -355,7 +363,7 @@ def run_shape(shape_name, libs, args):
         for lib in libs:                    # interleaved: every lib once per repeat
             argv = [os.path.abspath(__file__), "--worker", lib, "--shape", shape_name,
                     "--rows", str(rows), "--threads", str(args.threads),
-                    "--rounds", str(rounds)]
+                    "--rounds", str(rounds), "--family", args.family]
             res = C.run_child(argv, C.child_env(args.threads), args.timeout)
             res.setdefault("lib", lib)
             results[lib].append(res)
@@ -367,7 +375,7 @@ def run_shape(shape_name, libs, args):
                         f"{_metrics_text(res)}")
             print(f"  [rep {rep + 1}/{args.repeats}] {lib:<16} {line}{C.busy_note(res)}",
                   flush=True)
-    return summarize(shape_name, libs, results, args.repeats), results
+    return summarize(shape_name, libs, results, args.repeats, args.family), results
 
 
 def _medians(libs, results):
@@ -407,8 +415,8 @@ def compare(med):
     return out
 
 
-def summarize(shape_name, libs, results, repeats):
-    shape = SHAPES[shape_name]
+def summarize(shape_name, libs, results, repeats, family="default"):
+    shape = shape_of(shape_name, family)
     med = _medians(libs, results)
     cmp = compare(med)
     metric_names = list(METRICS[C.DATASETS[shape.data].task])
@@ -425,7 +433,8 @@ def summarize(shape_name, libs, results, repeats):
                  C.fmt(m["predict_s"]), C.fmt(m["peak_mib"], ".0f"), C.fmt(m["fit_mib"], ".0f")]
                 + [C.fmt(m["metrics"].get(k), ".4f") for k in metric_names] + extra)
 
-    C.print_results(f"{shape_name}: medians of {repeats} interleaved run(s)", headers, libs,
+    title = shape_name if family == "default" else f"{shape_name} ({family} family)"
+    C.print_results(f"{title}: medians of {repeats} interleaved run(s)", headers, libs,
                     results, med, repeats, row)
     print("peak MiB = peak RSS during dataset build + fit minus the RSS of the same process "
           "after it loaded the data\n  (so it includes the imported library, but not "
@@ -482,11 +491,14 @@ def main(argv=None):
                     help="boosting rounds instead of the shape's default")
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per fit")
     ap.add_argument("--json", default=None, help="also write raw results here")
+    ap.add_argument("--family", default="default", choices=F.FAMILIES,
+                    help="data family (benchmarks/_families.py); default: _common's own "
+                    "generators")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
     if args.worker:
-        worker(args.worker, args.shape, args.rows, args.threads, args.rounds)
+        worker(args.worker, args.shape, args.rows, args.threads, args.rounds, args.family)
         return 0
     libs = [s.strip() for s in args.libs.split(",") if s.strip()]
     unknown = [lib for lib in libs if lib not in LIBS]
@@ -498,7 +510,8 @@ def main(argv=None):
     if bad:
         ap.error(f"unknown shape(s) {bad}; choose from {list(SHAPES)} or all")
     print(f"bench_fit: python {sys.version.split()[0]}, numpy {np.__version__}, "
-          f"threads {args.threads}, repeats {args.repeats}, libs {','.join(libs)}")
+          f"threads {args.threads}, repeats {args.repeats}, libs {','.join(libs)}, "
+          f"family {args.family}")
     summaries, all_results = {}, {}
     for shape_name in shapes:
         summaries[shape_name], all_results[shape_name] = run_shape(shape_name, libs, args)
