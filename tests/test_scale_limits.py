@@ -155,3 +155,10 @@ def test_more_than_2_31_cells_train_the_right_trees():
     assert int(ok.sum()) in set(kids["count"].astype(int))
     p = b.predict(tail)
     assert ((p > 0.5) == (y[-64:] > 0.5)).all()
+    # the histograms' sums (read from the row-major layout, whose offsets pass 2**31)
+    # agree with the partition's counts: the first tree's hessians are one value
+    # p(1 - p) a row, and the leaves' sums come from their parents' split bins of
+    # f1022 / f1023, the last features of the last block
+    q = float(y.mean())
+    np.testing.assert_allclose(t0["cover"].to_numpy(float),
+                               t0["count"].to_numpy(float) * q * (1 - q), rtol=1e-6)
