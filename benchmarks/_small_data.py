@@ -1,6 +1,5 @@
 """Data of ``bench_small.py``: six generated small / medium tables with categorical
-and missing columns, and the real files the repository bundles (or ``../shared/data``
-holds).
+and missing columns, and the real files the repository bundles.
 
 Generated entries (``GENERATED``) are registered in ``_common.DATASETS`` as
 ``small-<entry>`` and cached by ``_common.ensure_cached`` like every other data set:
@@ -13,8 +12,8 @@ library is fitted on.  The last 20% of the rows is the test set.  Shapes follow 
 
 Real entries (``REAL``) read LightGBM's example files (HIGGS rows: binary and, with
 the same label as target, regression; 5-class data) and XGBoost's agaricus demo:
-the first path of an entry that exists is used (``../shared/data`` first, then the
-copy bundled in the repository); an entry with none present is skipped with a note.
+the copies bundled in the repository (``bonsai/data``, ``tests/data``); an entry whose
+files are absent is skipped with a note.
 """
 from __future__ import annotations
 
@@ -27,7 +26,6 @@ import numpy as np
 import _common as C
 
 TEST_FRACTION = 0.20
-SHARED = C.REPO_ROOT.parent / "shared" / "data"
 
 
 class Entry(NamedTuple):
@@ -216,22 +214,16 @@ for _name, (_gen, _e) in GENERATED.items():
     C.DATASETS["small-" + _name] = C.Data(_gen, _e.rows, _e.features, _e.task,
                                           _e.n_classes, TEST_FRACTION)
 
-# Real files: (candidate (train, test) paths, first found wins; task; n_classes; format)
-_LGB = SHARED / "lightgbm-examples"
+# Real files: (candidate (train, test) paths in the repository; task; n_classes; format)
 _BUNDLED_BINARY = (C.REPO_ROOT / "bonsai" / "data" / "binary.train.gz",
                    C.REPO_ROOT / "bonsai" / "data" / "binary.test")
 _TESTS = C.REPO_ROOT / "tests" / "data"
 REAL = {
-    "lgb-binary": ([(_LGB / "binary.train", _LGB / "binary.test"), _BUNDLED_BINARY],
-                   "binary", 2, "tsv"),
-    "lgb-regression": ([(_LGB / "regression.train", _LGB / "regression.test"),
-                        _BUNDLED_BINARY], "regression", 1, "tsv"),
-    "lgb-multiclass": ([(_LGB / "multiclass.train", _LGB / "multiclass.test"),
-                        (_TESTS / "multiclass.train.gz", _TESTS / "multiclass.test.gz")],
+    "lgb-binary": ([_BUNDLED_BINARY], "binary", 2, "tsv"),
+    "lgb-regression": ([_BUNDLED_BINARY], "regression", 1, "tsv"),
+    "lgb-multiclass": ([(_TESTS / "multiclass.train.gz", _TESTS / "multiclass.test.gz")],
                        "multiclass", 5, "tsv"),
-    "agaricus": ([(SHARED / "xgboost-demo" / "agaricus.txt.train",
-                   SHARED / "xgboost-demo" / "agaricus.txt.test"),
-                  (_TESTS / "agaricus.txt.train.gz", _TESTS / "agaricus.txt.test.gz")],
+    "agaricus": ([(_TESTS / "agaricus.txt.train.gz", _TESTS / "agaricus.txt.test.gz")],
                  "binary", 2, "libsvm"),
 }
 

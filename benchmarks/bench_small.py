@@ -8,7 +8,7 @@ Entries (``_small_data.py``): six generated tables of 8k-262k rows and 7-41 colu
 with pandas ``category`` columns (3 to ~4k categories) and missing values (one column
 91% NaN), regression / binary / 5-class, shaped like issue 18's public data sets; and
 the real example files (LightGBM's binary / regression / multiclass, XGBoost's
-agaricus) that the repository bundles or ``../shared/data`` holds.
+agaricus) that the repository bundles.
 
 Every library: 300 rounds, learning rate 0.1, 63 leaves grown leaf-wise (no depth
 limit), ``max_bin`` 255, min 20 rows / 1e-3 hessian per leaf, L2 1.0, its sklearn
