@@ -268,7 +268,9 @@ def _grower(p, backend, train_set, y, objective, k_out, booster, evals, init_mod
     columns, and the eval sets get them too."""
     ctr = _ctr_features(p, train_set, objective, init_model, comm, n_values)
     if not ctr:
-        return Grower(backend, backend.prepare(train_set), p, n_threads, comm, n_values), None
+        shared = n_values is not None and bool(getattr(objective, "hessian_shared", False))
+        return Grower(backend, backend.prepare(train_set), p, n_threads, comm, n_values,
+                      shared), None
     if init_model is not None:
         raise ValueError("init_model: continued training with cat_encoding='ordered' "
                          "is not supported (the new trees would need the first "

@@ -45,7 +45,8 @@ class Grower:
     """Fit-constant state of the grow loop: the backend's tree builder (binned data,
     histogram pool, buffers), the bin layout, the split constraints and the policy."""
 
-    def __init__(self, backend, data, params, n_threads, comm=LOCAL, n_values=None):
+    def __init__(self, backend, data, params, n_threads, comm=LOCAL, n_values=None,
+                 shared_hess=False):
         bin_mapper = data.bin_mapper
         self.backend = backend
         self.bm = bin_mapper
@@ -79,7 +80,8 @@ class Grower:
         capacity = self._pool_capacity(p, n_threads, rows_cap)
         # refused before any histogram is allocated (max_bin 65535 on 1000 continuous
         # features is 1 GB a histogram): the slots this fit may fill at once
-        channels = 2 * n_values if n_values is not None else (1 if p.quantized_grad else 2)
+        channels = ((n_values + 1 if shared_hess else 2 * n_values) if n_values is not None
+                    else (1 if p.quantized_grad else 2))
         check_histogram_memory(int(self.feat_off[-1]), channels, capacity,
                                self.n_value_bins.shape[0], bin_mapper.max_bin)
         if n_values is None:
@@ -87,9 +89,12 @@ class Grower:
                                                 p.quantized_grad, self.cfg, self.cat_cfg,
                                                 self.min_child_samples, comm)
         else:
+            # ``shared_hess``: every output's hessians are the same (the objective's
+            # ``hessian_shared``), so the cells carry one hessian column
             self.builder = backend.multi_tree_builder(data, n_threads, capacity,
                                                       n_values, self.cfg, self.cat_cfg,
-                                                      self.min_child_samples, comm)
+                                                      self.min_child_samples, comm,
+                                                      shared_hess)
         self.pool = self.builder.pool
         # over several shards every pass costs a collective round trip: the deepest
         # level goes in passes of up to DISTRIBUTED_CHUNK_BYTES of histograms instead

@@ -120,6 +120,9 @@ def _raise_first(name, y, bad, requirement):
 
 class _MultiSquaredError(_MultiOutput):
     name, default_metric = "multi_squared_error", "rmse"
+    #: every output's hessian is 1 (or the row's weight): vector-leaf cells keep one
+    #: hessian column for all K (``backends.cpu.multi_hist``)
+    hessian_shared = True
 
     def init_score(self, y, w):
         y = np.asarray(y)

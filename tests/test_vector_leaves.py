@@ -292,3 +292,79 @@ def test_trained_models_round_trip_in_a_fresh_process(objective, tmp_path):
     assert np.array_equal(np.load(tmp_path / "p.npy"), pred)
     assert np.array_equal(pickle.loads(pickle.dumps(b)).predict(X), pred)
     assert bonsai.Booster(model_str=b.model_to_string()).model_to_string() == b.model_to_string()
+
+
+@pytest.mark.parametrize("policy", ["depthwise", "leafwise"])
+def test_same_model_as_xgboost_multi_output_tree_on_exactly_binned_data(policy):
+    """With features of fewer distinct values than bins, bonsai and XGBoost bin alike
+    (one bin per value), so the two multi_output_tree trainers must grow the same
+    trees: the same split gain summed over outputs, missing-value direction, leaf
+    vectors -G_k / (H_k + lambda) and depth-wise / loss-guided order.  20 rounds of
+    K = 3 targets with 10% NaN agree to float32 rounding (XGBoost keeps float32)."""
+    import xgboost as xgb
+    rng = np.random.default_rng(1)
+    n, f = 4000, 6
+    X = rng.integers(0, 30, size=(n, f)).astype(np.float32)
+    X[rng.random((n, f)) < 0.1] = np.nan
+    S = np.column_stack([np.sin(np.nan_to_num(X[:, 0], nan=15.0) / 5),
+                         (np.nan_to_num(X[:, 1]) > 12) * np.nan_to_num(X[:, 2]) / 10])
+    Y = S @ rng.normal(size=(2, K)) + 0.3 * rng.standard_normal((n, K))
+    Y -= Y.mean(axis=0)        # both intercepts ~0, whatever XGBoost's base_score rule
+    bp = dict(objective="multi_squared_error", multi_strategy="multi_output_tree",
+              learning_rate=0.3, reg_lambda=1.0, min_child_samples=1, min_child_weight=0.0,
+              n_threads=2)
+    xp = dict(tree_method="hist", multi_strategy="multi_output_tree", eta=0.3,
+              reg_lambda=1.0, min_child_weight=0.0, max_bin=256, nthread=2,
+              objective="reg:squarederror", base_score=0.0)
+    if policy == "depthwise":
+        bp.update(grow_policy="depthwise", max_depth=4)
+        xp.update(max_depth=4)
+    else:
+        bp.update(grow_policy="leafwise", max_leaves=12, max_depth=0)
+        xp.update(grow_policy="lossguide", max_leaves=12, max_depth=0)
+    b = bonsai.train(bp, bonsai.Dataset(X, label=Y), num_boost_round=20)
+    xb = xgb.train(xp, xgb.DMatrix(X, label=Y), num_boost_round=20)
+    p, q = b.predict(X), xb.inplace_predict(X)
+    assert p.shape == q.shape == (n, K)
+    np.testing.assert_allclose(p, q, rtol=0, atol=1e-5)
+    # and the trees are not trivial: 20 rounds took the training error well down
+    assert np.sqrt(((p - Y) ** 2).mean()) < 0.8 * np.sqrt((Y ** 2).mean())
+
+
+@pytest.mark.parametrize("policy", ["depthwise", "leafwise", "oblivious"])
+def test_shared_hessian_cells_grow_the_paired_cells_trees(policy, parallel_everywhere,
+                                                          monkeypatch):
+    """``multi_squared_error``'s hessians are the same for every output, so its cells
+    keep one hessian column (K + 1 a row, not 2K): the same integers in fewer
+    columns, so the same model bytes as the 2K layout, with weights, NaN, categorical
+    splits and row sampling, at 1 and 2 threads."""
+    from bonsai.backends.cpu.multi_builder import MultiTreeBuilder
+    from bonsai.multi_objectives import get_multi_objective
+    X, _ = _data(n=2000, f=6, seed=8)
+    X[:, 5] = np.floor(np.abs(np.nan_to_num(X[:, 5])) * 3) % 7
+    rng = np.random.default_rng(8)
+    Y = np.column_stack([np.nan_to_num(X[:, 0]) + X[:, 5], np.nan_to_num(X[:, 1]) ** 2,
+                         -np.nan_to_num(X[:, 2]), np.sin(np.nan_to_num(X[:, 3]))])
+    Y = Y + rng.normal(0, 0.3, Y.shape)
+    w = rng.uniform(0.5, 2.0, Y.shape[0])
+    ds = bonsai.Dataset(X, label=Y, weight=w, categorical_features=[5])
+    p = dict(objective="multi_squared_error", multi_strategy="multi_output_tree",
+             n_estimators=6, learning_rate=0.3, grow_policy=policy, subsample=0.8,
+             min_data_per_group=5, max_cat_to_onehot=2)
+    if policy == "leafwise":
+        p["max_leaves"] = 8
+    channels = []
+    real_init = MultiTreeBuilder.__init__
+
+    def spy(self, *a, **kw):
+        real_init(self, *a, **kw)
+        channels.append(self.n_chan)
+
+    monkeypatch.setattr(MultiTreeBuilder, "__init__", spy)
+    shared = [bonsai.train(dict(p, n_threads=t), ds).model_to_string() for t in (1, 2)]
+    assert channels == [5, 5]                       # K + 1: one hessian column
+    obj = type(get_multi_objective("multi_squared_error"))
+    monkeypatch.setattr(obj, "hessian_shared", False)
+    paired = bonsai.train(dict(p, n_threads=2), ds).model_to_string()
+    assert channels == [5, 5, 8]                    # 2K
+    assert shared[0] == shared[1] == paired

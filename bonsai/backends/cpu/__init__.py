@@ -90,18 +90,20 @@ def tree_builder(data, n_threads, pool_capacity, quantized, settings, cat, min_c
 
 
 def multi_tree_builder(data, n_threads, pool_capacity, n_out, settings, cat,
-                       min_child_samples, comm=LOCAL):
+                       min_child_samples, comm=LOCAL, shared_hess=False):
     """The per-fit vector-leaf builder (``multi_builder.MultiTreeBuilder``) of ``data``
-    for ``n_out`` outputs (``multi_strategy="multi_output_tree"``)."""
+    for ``n_out`` outputs (``multi_strategy="multi_output_tree"``); ``shared_hess``:
+    every output's hessians are the same (one hessian column in the cells)."""
     par = thread_plan(data.n_rows, int(data.bin_mapper.feat_off[-1]), n_threads)
     return MultiTreeBuilder(data, n_threads, par, pool_capacity, n_out, settings, cat,
-                            min_child_samples, comm)
+                            min_child_samples, comm, shared_hess)
 
 
 def quantize_multi(grad, hess, n_rows, out, comm=LOCAL):
-    """Every output's integer cells for one vector-leaf tree into ``out (n, 2K)``
-    (``multi_hist``'s layout), each output with its own exact fixed-point scales from
-    ``tree_scales`` (over every shard of ``comm``); returns the tree's ``MultiScales``."""
+    """Every output's integer cells for one vector-leaf tree into ``out (n, 2K)`` or
+    ``(n, K + 1)`` (``multi_hist``'s layouts), each output with its own exact
+    fixed-point scales from ``tree_scales`` (over every shard of ``comm``); returns the
+    tree's ``MultiScales``."""
     n_out = grad.shape[0]
     sc = np.empty((4, n_out))
     cb = count_bits(n_rows)

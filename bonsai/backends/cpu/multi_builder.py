@@ -9,8 +9,9 @@ children written to the node table), and the oblivious level's ``level_split`` /
 ``level_split_categorical`` / ``range_sums`` / ``bits_sums``.  It adds
 ``node_values``: every node's K leaf weights and cover for the finished tree.
 
-What differs is the cells: ``gh (n, 2K)`` and histograms ``(slots, bins, 2K)``
-(``multi_hist``), scored by the gain summed over the outputs (``multi_split``).  The
+What differs is the cells: ``gh (n, C)`` and histograms ``(slots, bins, C)``, C =
+2K or, when the objective's hessians are the same for every output
+(``shared_hess``), K + 1 (``multi_hist``), scored by the gain summed over the outputs (``multi_split``).  The
 node table keeps output 0's (grad, hess, count) in its three ``sums`` columns (what
 the loop reads: counts and oblivious bookkeeping); the builder keeps every node's
 full cells and its best split's left cells beside it (``ksums``, ``kleft``), filled
@@ -25,6 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ... import _profile
 from ...comm import LOCAL, LocalComm
 from ...nodes import BIN, DEFAULT_LEFT, FEATURE, SLOT, START, STOP
 from ...sparse import SparseBins
@@ -41,6 +43,12 @@ MIN_TASK_ROWS = 4096
 MIN_PARALLEL_CELLS = 1 << 18
 
 
+def multi_channels(n_out, shared_hess=False):
+    """Cells a row of K = ``n_out`` outputs: ``2K``, or ``K + 1`` with one shared
+    hessian column (``multi_hist``'s layouts)."""
+    return n_out + 1 if shared_hess else 2 * n_out
+
+
 class MultiScales(NamedTuple):
     """One vector-leaf tree's cell scales: ``sc (4, K)`` rows grad scale, hess scale
     and their reciprocals per output, and the shared ``count_bits``."""
@@ -55,7 +63,7 @@ class MultiTreeBuilder:
     (``cpu.thread_plan``), ``n_out`` the outputs K."""
 
     def __init__(self, data, n_threads, par, pool_capacity, n_out, settings, cat,
-                 min_child_samples, comm=LOCAL):
+                 min_child_samples, comm=LOCAL, shared_hess=False):
         bm = data.bin_mapper
         self.data = data
         self.X_cols = data.X_cols
@@ -72,7 +80,9 @@ class MultiTreeBuilder:
         self.n_threads = int(n_threads)
         self.par = par
         self.n_out = int(n_out)
-        self.n_chan = 2 * self.n_out
+        # one hessian column for every output when they are all the same (K + 1
+        # cells a row, ``multi_hist.gcol``): the same integers, fewer to add
+        self.n_chan = multi_channels(self.n_out, shared_hess)
         self.pool = HistogramPool(int(self.feat_off[-1]), capacity=pool_capacity,
                                   channels=self.n_chan)
         self.gh = np.empty((self.n_rows, self.n_chan), np.int64)
@@ -122,22 +132,26 @@ class MultiTreeBuilder:
         """Fill ``hist[slots[i]]`` from ``idx[starts[i]:stops[i]]`` (then summed over
         the shards)."""
         rows = int(np.sum(stops - starts))
-        node, f0, f1 = _mh.plan_tasks(starts, stops, self.n_features, self.n_threads,
-                                      MIN_TASK_ROWS)
-        parallel = (self.n_threads > 1 and node.shape[0] > 1
+        parallel = (self.n_threads > 1
                     and rows * self.n_features * self.n_chan >= MIN_PARALLEL_CELLS)
+        node, f0, f1, wptr = _mh.plan_tasks(starts, stops, self.n_features,
+                                            self.n_threads if parallel else 1, MIN_TASK_ROWS)
         hist = self.pool.hist
         X = self.X_hist
+        with _profile.stage("histograms"):
+            self._fill_kernel(X, parallel, starts, stops, slots, node, f0, f1, wptr, hist)
+        if not self.local and slots.shape[0]:
+            hist[slots] = self.comm.allreduce_sum(np.ascontiguousarray(hist[slots]))
+
+    def _fill_kernel(self, X, parallel, starts, stops, slots, node, f0, f1, wptr, hist):
         if isinstance(X, SparseRows):
             kernel = _mh.fill_sparse if parallel else _mh.fill_sparse.serial
             kernel(X.ptr, X.bins, X.default_bin, self.feat_off, self.gh, self.idx, starts, stops,
-                   slots, node, f0, f1, hist)
+                   slots, node, f0, f1, wptr, hist)
         else:
             kernel = _mh.fill_dense if parallel else _mh.fill_dense.serial
             kernel(X, X.shape[1], self.n_rows, self.feat_off, self.gh, self.idx, starts, stops,
-                   slots, node, f0, f1, hist)
-        if not self.local and slots.shape[0]:
-            hist[slots] = self.comm.allreduce_sum(np.ascontiguousarray(hist[slots]))
+                   slots, node, f0, f1, wptr, hist)
 
     # ---- the split step ----------------------------------------------------------------
     def evaluate_root(self, nodes, masks):
@@ -154,9 +168,10 @@ class MultiTreeBuilder:
         sums = np.empty((m, self.n_chan), np.int64)
         bits = np.empty((m, bits_width), np.uint64)
         kernel = _ms.scan_nodes if (self.n_threads > 1 and m > 1) else _ms.scan_nodes.serial
-        kernel(self.pool.hist, slots, self.feat_off, self.n_value_bins, masks, self.is_cat,
-               self.cat_cfg, self.n_out, self.scales.count_bits, self.scales.sc, self.cfg,
-               self.min_child_samples, gain, feat, bin_, dl, left, sums, bits)
+        with _profile.stage("splits"):
+            kernel(self.pool.hist, slots, self.feat_off, self.n_value_bins, masks, self.is_cat,
+                   self.cat_cfg, self.n_out, self.scales.count_bits, self.scales.sc, self.cfg,
+                   self.min_child_samples, gain, feat, bin_, dl, left, sums, bits)
         return gain, feat, bin_, dl, left, sums, bits
 
     def split(self, nodes, batch, new_slot, child_ok, min_split_rows, masks):
@@ -189,8 +204,9 @@ class MultiTreeBuilder:
             if cells is not None:
                 self.kleft[batch[i]] = cells
         nleft = np.empty(m, np.int64)
-        _step.partition(self._part_cols, self.idx, self.tmp, starts, stops, feature, bin_, dl,
-                        f_missing, p_bits, self.par, nleft, self._part_csc)
+        with _profile.stage("partition"):
+            _step.partition(self._part_cols, self.idx, self.tmp, starts, stops, feature, bin_,
+                            dl, f_missing, p_bits, self.par, nleft, self._part_csc)
         child_rows = local_child_rows(starts, stops, nleft)
         if not self.local:
             child_rows = self.comm.allreduce_sum(child_rows)
@@ -206,7 +222,8 @@ class MultiTreeBuilder:
             src = sub[has_sub]
             big = dst.shape[0] * self.pool.n_bins_total * self.n_chan >= MIN_PARALLEL_CELLS
             kernel = _mh.subtract if (big and self.n_threads > 1) else _mh.subtract.serial
-            kernel(self.pool.hist, dst, src)
+            with _profile.stage("subtract"):
+                kernel(self.pool.hist, dst, src)
         scan = np.flatnonzero(slot >= 0)
         words = t_bits.shape[1]
         gain = np.full(2 * m, -np.inf)

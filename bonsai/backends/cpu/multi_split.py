@@ -2,7 +2,8 @@
 oblivious level's shared split, scored by the gain summed over the K outputs.
 
 Cells are ``multi_hist``'s (``[g_0, h_0, g_1, h_1, ...]``, each hessian channel
-packing the row count); ``sc (4, K)`` holds each output's scales (grad, hess,
+packing the row count, or the shared-hessian ``[g_0, h, g_1, ...]``, told apart by
+their column count: ``gcol`` / ``hcol``); ``sc (4, K)`` holds each output's scales (grad, hess,
 1/grad, 1/hess) and ``count_bits`` the shared count packing.  A candidate's gain is
 
     gain = sum_k [score(G_Lk, H_Lk) + score(G_Rk, H_Rk) - score(G_k, H_k)]
@@ -31,6 +32,7 @@ from numba import njit, prange
 
 from ._gain import NEG_INF, child_settings, leaf_score, leaf_weight, plain_gain
 from ._jit import parallel_kernel
+from .multi_hist import gcol, hcol
 
 #: power iterations of the categorical key's principal direction
 POWER_ITERATIONS = 16
@@ -40,6 +42,7 @@ POWER_ITERATIONS = 16
 def candidate(L, M, use_m, T, n_out, cbits, cmask, sc, cfg, mcs, parents, plain):
     """Gain of sending cells ``L`` (plus ``M`` when ``use_m``) left out of the node's
     ``T``, or -inf when a child breaks ``min_child_samples`` / ``min_child_weight``."""
+    nc = T.shape[0]
     lc = L[1] & cmask
     if use_m:
         lc += M[1] & cmask
@@ -51,18 +54,20 @@ def candidate(L, M, use_m, T, n_out, cbits, cmask, sc, cfg, mcs, parents, plain)
     total = 0.0
     lam = cfg.reg_lambda
     for k in range(n_out):
-        ch = L[2 * k + 1] >> cbits
-        cg = L[2 * k]
+        jg = gcol(k, nc, n_out)
+        jh = hcol(k, nc, n_out)
+        ch = L[jh] >> cbits
+        cg = L[jg]
         if use_m:
-            ch += M[2 * k + 1] >> cbits
-            cg += M[2 * k]
-        th = T[2 * k + 1] >> cbits
+            ch += M[jh] >> cbits
+            cg += M[jg]
+        th = T[jh] >> cbits
         hlk = ch * sc[3, k]
         hrk = (th - ch) * sc[3, k]
         hl += hlk
         hr += hrk
         gl = cg * sc[2, k]
-        gr = (T[2 * k] - cg) * sc[2, k]
+        gr = (T[jg] - cg) * sc[2, k]
         if plain:
             dl = hlk + lam
             dr = hrk + lam
@@ -83,8 +88,8 @@ def parent_scores(T, n_out, cbits, sc, cfg, scaled, out):
     """Each output's node score into ``out (K,)``: from ``sums / scale`` (the numeric
     scan's form) or, with ``scaled``, ``sums * (1 / scale)`` (the categorical one's)."""
     for k in range(n_out):
-        g = T[2 * k]
-        h = T[2 * k + 1] >> cbits
+        g = T[gcol(k, T.shape[0], n_out)]
+        h = T[hcol(k, T.shape[0], n_out)] >> cbits
         if scaled:
             out[k] = leaf_score(g * sc[2, k], h * sc[3, k], cfg.reg_lambda, cfg.reg_alpha,
                                 cfg.max_delta_step)
@@ -166,7 +171,7 @@ def category_split(hist, slots, base, nv, tots, parents, n_out, cbits, sc, cfg, 
     Writes the set to ``out_bits`` and the first node's left cells to ``out_left``;
     returns the gain (-inf: no set)."""
     m = slots.shape[0]
-    n_chan = 2 * n_out
+    n_chan = hist.shape[2]
     cmask = (np.int64(1) << cbits) - 1
     ccfg = child_settings(cfg, cat)
     plain = plain_gain(ccfg)
@@ -188,8 +193,8 @@ def category_split(hist, slots, base, nv, tots, parents, n_out, cbits, sc, cfg, 
             h = 0.0
             for i in range(m):
                 cell = hist[slots[i], base + b]
-                dg = cell[2 * k] * sc[2, k]
-                dh = (cell[2 * k + 1] >> cbits) * sc[3, k]
+                dg = cell[gcol(k, n_chan, n_out)] * sc[2, k]
+                dh = (cell[hcol(k, n_chan, n_out)] >> cbits) * sc[3, k]
                 if i == 0:
                     g = dg
                     h = dh
@@ -261,7 +266,7 @@ def best_split(H, hist, slot, feat_off, n_value_bins, mask, is_cat, cat, n_out, 
     """One node's best split over its histogram ``H = hist[slot]``: returns (gain,
     feature, bin, default_left) (gain -inf unless above ``min_split_gain``); writes
     its left cells, its node cells and a categorical split's bitset (bin -1)."""
-    n_chan = 2 * n_out
+    n_chan = H.shape[1]
     cmask = (np.int64(1) << cbits) - 1
     plain = plain_gain(cfg)
     T = out_sums
@@ -337,7 +342,7 @@ def level_totals(hist, slots, feat_off, n_out, cbits, sc, cfg, scaled):
     """A level's nodes' cells ``(m, C)`` (feature 0's bins) and scores ``(m, K)``
     (``parent_scores``, ``scaled`` as there)."""
     m = slots.shape[0]
-    n_chan = 2 * n_out
+    n_chan = hist.shape[2]
     tots = np.zeros((m, n_chan), np.int64)
     parents = np.empty((m, n_out))
     for i in range(m):
@@ -358,7 +363,7 @@ def level_split(hist, slots, feat_off, n_value_bins, mask, is_cat, n_out, cbits,
     adds 0, masked and categorical features' bins are -inf.  Parallel over features;
     nodes summed in order."""
     m = slots.shape[0]
-    n_chan = 2 * n_out
+    n_chan = hist.shape[2]
     cmask = (np.int64(1) << cbits) - 1
     plain = plain_gain(cfg)
     tots, parents = level_totals(hist, slots, feat_off, n_out, cbits, sc, cfg, False)
@@ -395,7 +400,7 @@ def level_split_categorical(hist, slots, feat_off, n_value_bins, mask, is_cat, c
                             cbits, sc, cfg, mcs, out_gain, out_bits):
     """Best shared category set per categorical feature of an oblivious level
     (``category_split`` with the level's nodes), ``out_gain (F,)``, ``out_bits (F, W)``."""
-    n_chan = 2 * n_out
+    n_chan = hist.shape[2]
     tots, parents = level_totals(hist, slots, feat_off, n_out, cbits, sc, cfg, True)
     left = np.empty(n_chan, np.int64)
     out_bits[:, :] = 0
@@ -415,8 +420,8 @@ def leaf_values(cells, n_out, cbits, sc, cfg, out_value, out_cover):
     for q in range(cells.shape[0]):
         cov = 0.0
         for k in range(n_out):
-            g = cells[q, 2 * k] / sc[0, k]
-            h = (cells[q, 2 * k + 1] >> cbits) / sc[1, k]
+            g = cells[q, gcol(k, cells.shape[1], n_out)] / sc[0, k]
+            h = (cells[q, hcol(k, cells.shape[1], n_out)] >> cbits) / sc[1, k]
             cov += h
             out_value[q, k] = leaf_weight(g, h, cfg.reg_lambda, cfg.reg_alpha,
                                           cfg.max_delta_step)
