@@ -18,28 +18,79 @@ from numba import njit, prange
 _XE_EPS = 1e-15
 
 
-_INSERTION_MAX = 128    # queries up to this size are sorted by insertion
+#: runs of this many documents are sorted by insertion, then merged
+_RUN = 16
+#: a kernel's queries go in this many contiguous chunks, one scratch set each
+_CHUNKS = 256
+
+
+@njit(cache=True, nogil=True)
+def _sort_desc(s, a, n, order, tmp):  # pragma: no cover - compiled
+    """``order[:n]``: rows a..a+n-1 (as offsets from a) by score, highest first,
+    stable (ties in row order): insertion-sorted runs of ``_RUN``, then bottom-up
+    merges through ``tmp`` (a right element goes first only when strictly higher)."""
+    for lo in range(0, n, _RUN):
+        hi = min(n, lo + _RUN)
+        for i in range(lo, hi):
+            v = s[a + i]
+            j = i
+            while j > lo and s[a + order[j - 1]] < v:    # strictly lower moves: stable
+                order[j] = order[j - 1]
+                j -= 1
+            order[j] = i
+    width = _RUN
+    in_tmp = False          # where the sorted runs are now
+    while width < n:
+        src = tmp if in_tmp else order
+        dst = order if in_tmp else tmp
+        for lo in range(0, n, 2 * width):
+            mid = min(n, lo + width)
+            hi = min(n, lo + 2 * width)
+            i, j, k = lo, mid, lo
+            while i < mid and j < hi:
+                if s[a + src[j]] > s[a + src[i]]:
+                    dst[k] = src[j]
+                    j += 1
+                else:
+                    dst[k] = src[i]
+                    i += 1
+                k += 1
+            while i < mid:
+                dst[k] = src[i]
+                i += 1
+                k += 1
+            while j < hi:
+                dst[k] = src[j]
+                j += 1
+                k += 1
+        in_tmp = not in_tmp
+        width *= 2
+    if in_tmp:
+        for i in range(n):
+            order[i] = tmp[i]
 
 
 @njit(cache=True, nogil=True)
 def _desc_order(s, a, b):  # pragma: no cover - compiled
     """Rows a..b-1 (as offsets from a) sorted by score, highest first, stable (ties in
-    row order): an insertion sort for small queries, a merge sort above."""
+    row order), as a new array (``_sort_desc``)."""
     n = b - a
-    if n > _INSERTION_MAX:
-        neg = np.empty(n)
-        for i in range(n):
-            neg[i] = -s[a + i]
-        return np.argsort(neg, kind="mergesort")
     order = np.empty(n, np.int64)
-    for i in range(n):
-        v = s[a + i]
-        j = i
-        while j > 0 and s[a + order[j - 1]] < v:    # strictly lower moves: stable
-            order[j] = order[j - 1]
-            j -= 1
-        order[j] = i
+    _sort_desc(s, a, n, order, np.empty(n, np.int64))
     return order
+
+
+@njit(cache=True, nogil=True)
+def _chunk(nq, c, n_chunks):  # pragma: no cover - compiled
+    return nq * c // n_chunks, nq * (c + 1) // n_chunks
+
+
+@njit(cache=True, nogil=True)
+def _largest(ptr, q0, q1):  # pragma: no cover - compiled
+    m = 1
+    for q in range(q0, q1):
+        m = max(m, ptr[q + 1] - ptr[q])
+    return m
 
 
 @njit(cache=True, nogil=True)
@@ -76,15 +127,12 @@ def _write(lam, hes, a, w, has_w, g, h):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _lambdarank_query(lab, s, a, cnt, gain, disc, inv, trunc, sigma, norm, lam, hes):
-    # pragma: no cover - compiled
-    """One query's lambdas / hessians (by row, into ``lam`` / ``hes``, zeroed)."""
-    order = _desc_order(s, a, a + cnt)
+def _lambdarank_query(lab, s, a, cnt, gain, disc, inv, trunc, sigma, norm, w, has_w, g, h,
+                      order, tmp, ss, ls, gs, es, lr, hr):  # pragma: no cover - compiled
+    """One query's lambdas / hessians, times the rows' weights, into ``g`` / ``h``
+    (the rest are scratch buffers of at least ``cnt``)."""
+    _sort_desc(s, a, cnt, order, tmp)
     # the query in rank order: scores, labels, gains, e = exp(sigma * (score - best))
-    ss = np.empty(cnt)
-    ls = np.empty(cnt, np.int64)
-    gs = np.empty(cnt)
-    es = np.empty(cnt)
     for r in range(cnt):
         d = a + order[r]
         ss[r] = s[d]
@@ -93,8 +141,9 @@ def _lambdarank_query(lab, s, a, cnt, gain, disc, inv, trunc, sigma, norm, lam, 
     best, worst = ss[0], ss[cnt - 1]
     for r in range(cnt):
         es[r] = math.exp(sigma * (ss[r] - best))
-    lr = np.zeros(cnt)
-    hr = np.zeros(cnt)
+    for r in range(cnt):
+        lr[r] = 0.0
+        hr[r] = 0.0
     sum_lam = 0.0
     scale = norm and best != worst
     for i in range(min(cnt - 1, trunc)):
@@ -103,9 +152,12 @@ def _lambdarank_query(lab, s, a, cnt, gain, disc, inv, trunc, sigma, norm, lam, 
         acc_h = 0.0
         for j in range(i + 1, cnt):
             lj = ls[j]
-            # sgn = +1: i is the pair's more relevant document, -1: j is, 0: equal
-            # labels (the pair adds nothing: its gain difference is zero)
-            sgn = 1.0 if li > lj else (-1.0 if li < lj else 0.0)
+            if li == lj:
+                # equal labels: the pair's gain difference is zero, so every term it
+                # would add is an exact zero (skipping it changes no bit)
+                continue
+            # sgn = +1: i is the pair's more relevant document, -1: j is
+            sgn = 1.0 if li > lj else -1.0
             base = sgn * (gi - gs[j]) * abs(di - disc[j]) * inv   # the pair's |delta NDCG|
             nrm = 0.01 + abs(si - ss[j]) if scale else 1.0
             den = ei + es[j]
@@ -130,23 +182,45 @@ def _lambdarank_query(lab, s, a, cnt, gain, disc, inv, trunc, sigma, norm, lam, 
         hr[i] += acc_h
     f = math.log2(1.0 + sum_lam) / sum_lam if norm and sum_lam > 0.0 else 1.0
     for r in range(cnt):
-        lam[order[r]] = lr[r] * f
-        hes[order[r]] = hr[r] * f
+        d = a + order[r]
+        gi = lr[r] * f
+        hi = hr[r] * f
+        if has_w:
+            gi *= w[d]
+            hi *= w[d]
+        g[d] = gi
+        h[d] = hi
 
 
 @njit(cache=True, nogil=True, parallel=True)
 def lambdarank_grad(ptr, lab, s, w, has_w, gain, disc, inv_max_dcg, trunc, sigma, norm,
                     g, h):  # pragma: no cover - compiled
+    """Every query's lambdarank gradients / hessians into ``g`` / ``h``: contiguous
+    chunks of queries in parallel, each with one set of scratch buffers, each query
+    computed serially (``_lambdarank_query``)."""
     nq = ptr.shape[0] - 1
-    for q in prange(nq):
-        a, b = ptr[q], ptr[q + 1]
-        cnt = b - a
-        lam = np.zeros(cnt)
-        hes = np.zeros(cnt)
-        if cnt > 1 and inv_max_dcg[q] > 0.0:
-            _lambdarank_query(lab, s, a, cnt, gain, disc, inv_max_dcg[q], trunc, sigma,
-                              norm, lam, hes)
-        _write(lam, hes, a, w, has_w, g, h)
+    n_chunks = min(nq, _CHUNKS)
+    for c in prange(n_chunks):
+        q0, q1 = _chunk(nq, c, n_chunks)
+        m = _largest(ptr, q0, q1)
+        order = np.empty(m, np.int64)
+        tmp = np.empty(m, np.int64)
+        ls = np.empty(m, np.int64)
+        ss = np.empty(m)
+        gs = np.empty(m)
+        es = np.empty(m)
+        lr = np.empty(m)
+        hr = np.empty(m)
+        for q in range(q0, q1):
+            a, b = ptr[q], ptr[q + 1]
+            cnt = b - a
+            if cnt > 1 and inv_max_dcg[q] > 0.0:
+                _lambdarank_query(lab, s, a, cnt, gain, disc, inv_max_dcg[q], trunc, sigma,
+                                  norm, w, has_w, g, h, order, tmp, ss, ls, gs, es, lr, hr)
+            else:
+                for i in range(a, b):
+                    g[i] = 0.0
+                    h[i] = 0.0
 
 
 @njit(cache=True, nogil=True, parallel=True)

@@ -142,6 +142,31 @@ def test_lambdarank_gradients_equal_the_reference(params):
     assert np.abs(g).sum() > 0.5                         # the other queries move
 
 
+def test_lambdarank_many_queries_in_chunks_equal_the_reference_at_any_thread_count():
+    """More queries than the kernel's chunks (each chunk one set of scratch buffers
+    sized by its largest query), sizes 1..60 mixed, ties in scores and labels: the
+    reference's gradients, and the same bits at 1 and 2 threads."""
+    import numba
+    rng = np.random.default_rng(5)
+    sizes = rng.integers(1, 61, size=rk._CHUNKS + 40)
+    ptr = np.concatenate(([0], np.cumsum(sizes)))
+    y = rng.integers(0, 5, ptr[-1]).astype(float)
+    sc = np.round(rng.standard_normal(ptr[-1]), 1)
+    w = rng.uniform(0.5, 2.0, ptr[-1])
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        _, g1, h1 = _grad("lambdarank", y, sc, ptr, w=w)
+        numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+        _, g2, h2 = _grad("lambdarank", y, sc, ptr, w=w)
+    finally:
+        numba.set_num_threads(before)
+    assert g1.tobytes() == g2.tobytes() and h1.tobytes() == h2.tobytes()
+    rg, rh = ref_lambdarank(y, sc, list(ptr), w=w)
+    np.testing.assert_allclose(g1, rg, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(h1, rh, rtol=1e-5, atol=1e-6)
+
+
 def test_lambdarank_weights_and_equal_scores_at_start():
     w = np.linspace(0.5, 2.0, Y_SMALL.shape[0])
     _, g, h = _grad("lambdarank", Y_SMALL, np.zeros_like(S_SMALL), PTR_SMALL, w=w)
@@ -163,8 +188,10 @@ def test_pairwise_and_xendcg_gradients_equal_the_references():
     assert g[4] == 0
 
 
-@pytest.mark.parametrize("n", [1, 7, 128, 129, 400])
+@pytest.mark.parametrize("n", [1, 7, 16, 17, 31, 32, 33, 100, 129, 400])
 def test_rank_order_is_stable_on_both_sort_paths(n):
+    """Insertion-sorted runs of 16 and their merges (odd run counts, a short last run)
+    give the stable descending order: ties in row order."""
     s = np.round(np.random.default_rng(n).standard_normal(n + 3), 1)     # many ties
     got = rk._desc_order(s, 3, n + 3)
     assert list(got) == _order(list(s[3:]))
