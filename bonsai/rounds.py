@@ -14,6 +14,7 @@ import numpy as np
 from . import comm as _comm_mod
 from ._dtypes import IDX
 from ._profile import stage
+from .class_trees import grow_side_by_side, side_growers
 
 
 def _seed(random_state, it, k):
@@ -56,45 +57,67 @@ def grow_round(p, booster, objective, grower, backend, y, w, raw, evals, grad, h
         _grow_vector(p, booster, objective, grower, backend, evals, it, k_out, comm, n_rows,
                      n_total, rows, oob, scores)
         return
+    growers = side_growers(grower, p, k_out, comm, objective)
+    if growers is not None:     # small data: the class trees side by side
+        trees = grow_side_by_side(growers, k_out, lambda g, k: _grow_output(
+            p, g, scores, backend, objective, k, it, n_rows, n_total, rows, oob, evals,
+            y, w, raw, grad, hess, comm, segs, None))
+        for k, tree in enumerate(trees):
+            _check_margins(booster, scores, tree, k, it, p)
+            booster._append(tree if enc is None else enc.to_model(tree), k)
+        return
     for k in range(k_out):
-        with stage("quantize"):
-            try:
-                seed = _seed(p.random_state, it, k) if p.quantized_grad else 0  # rounding seed
-                scales = scores.quantize(builder, k, n_total, p.grad_quant_bins, seed, comm,
-                                         segs)
-            except FloatingPointError:
-                raise ValueError(
-                    f"gradients became non-finite at iteration {it} (objective="
-                    f"{objective.name!r}): the model diverged; lower learning_rate or set "
-                    "max_delta_step") from None
-        # the grower partitions the sample's indices in place: one buffer for the
-        # whole fit (no per-tree copies; an unsampled round fills it with 0..n-1)
-        idx = idx_buf[:n_rows]
-        if rows is None:
-            scores.fill_range(idx)
-        else:
-            idx[:] = rows
-        tree, leaves, l0, l1 = grower.grow(scales, idx, n_total,
-                                           np.random.default_rng([p.random_state, it, k]))
-        if p.quantized_grad:
-            with stage("renew_leaves"):
-                grower.renew_exact(tree, leaves, l0, l1, grad[k], hess[k], idx)
-        if objective.renew_leaf is not None:
-            with stage("renew_leaves"):
-                _renew_leaves(objective, tree, leaves, l0, l1, idx, y, w, raw[k], comm,
-                              segs)
-        tree.value[:] *= p.learning_rate
-        _check_margins(booster, scores, tree, k, it, p)
-        with stage("score_update"):
-            scores.add_leaf_values(k, idx, l0, l1, tree.value[leaves])
-            if oob is not None:
-                backend.predict_binned_add(builder.X_cols, oob, tree, grower.bm.missing_bin,
-                                           raw[k])
-        with stage("eval_predict"):
-            for ev in evals:
-                backend.predict_binned_add(ev.X_cols, ev.rows, tree, grower.bm.missing_bin,
-                                           ev.raw[k])
+        tree = _grow_output(p, grower, scores, backend, objective, k, it, n_rows, n_total,
+                            rows, oob, evals, y, w, raw, grad, hess, comm, segs,
+                            lambda t, k=k: _check_margins(booster, scores, t, k, it, p))
         booster._append(tree if enc is None else enc.to_model(tree), k)
+
+
+def _grow_output(p, grower, scores, backend, objective, k, it, n_rows, n_total, rows, oob,
+                 evals, y, w, raw, grad, hess, comm, segs, check):
+    """Output k's tree of round ``it`` with ``grower``: its cells, the tree, leaf
+    renewal, shrinkage, ``check(tree)`` (None: the caller checks), and output k's
+    margins of the training, out-of-bag and valid rows.  Returns the tree."""
+    builder = grower.builder
+    with stage("quantize"):
+        try:
+            seed = _seed(p.random_state, it, k) if p.quantized_grad else 0  # rounding seed
+            scales = scores.quantize(builder, k, n_total, p.grad_quant_bins, seed, comm,
+                                     segs)
+        except FloatingPointError:
+            raise ValueError(
+                f"gradients became non-finite at iteration {it} (objective="
+                f"{objective.name!r}): the model diverged; lower learning_rate or set "
+                "max_delta_step") from None
+    # the grower partitions the sample's indices in place: one buffer for the
+    # whole fit (no per-tree copies; an unsampled round fills it with 0..n-1)
+    idx = builder.idx_buf[:n_rows]
+    if rows is None:
+        scores.fill_range(idx)
+    else:
+        idx[:] = rows
+    tree, leaves, l0, l1 = grower.grow(scales, idx, n_total,
+                                       np.random.default_rng([p.random_state, it, k]))
+    if p.quantized_grad:
+        with stage("renew_leaves"):
+            grower.renew_exact(tree, leaves, l0, l1, grad[k], hess[k], idx)
+    if objective.renew_leaf is not None:
+        with stage("renew_leaves"):
+            _renew_leaves(objective, tree, leaves, l0, l1, idx, y, w, raw[k], comm,
+                          segs)
+    tree.value[:] *= p.learning_rate
+    if check is not None:
+        check(tree)
+    with stage("score_update"):
+        scores.add_leaf_values(k, idx, l0, l1, tree.value[leaves])
+        if oob is not None:
+            backend.predict_binned_add(builder.X_cols, oob, tree, grower.bm.missing_bin,
+                                       raw[k])
+    with stage("eval_predict"):
+        for ev in evals:
+            backend.predict_binned_add(ev.X_cols, ev.rows, tree, grower.bm.missing_bin,
+                                       ev.raw[k])
+    return tree
 
 
 def _check_margins(booster, scores, tree, k, it, p):
