@@ -79,23 +79,10 @@ def _grow_output(p, grower, scores, backend, objective, k, it, n_rows, n_total, 
     renewal, shrinkage, ``check(tree)`` (None: the caller checks), and output k's
     margins of the training, out-of-bag and valid rows.  Returns the tree."""
     builder = grower.builder
-    with stage("quantize"):
-        try:
-            seed = _seed(p.random_state, it, k) if p.quantized_grad else 0  # rounding seed
-            scales = scores.quantize(builder, k, n_total, p.grad_quant_bins, seed, comm,
-                                     segs)
-        except FloatingPointError:
-            raise ValueError(
-                f"gradients became non-finite at iteration {it} (objective="
-                f"{objective.name!r}): the model diverged; lower learning_rate or set "
-                "max_delta_step") from None
-    # the grower partitions the sample's indices in place: one buffer for the
-    # whole fit (no per-tree copies; an unsampled round fills it with 0..n-1)
-    idx = builder.idx_buf[:n_rows]
-    if rows is None:
-        scores.fill_range(idx)
-    else:
-        idx[:] = rows
+    seed = _seed(p.random_state, it, k) if p.quantized_grad else 0  # rounding seed
+    scales = _quantized(objective, it, lambda: scores.quantize(
+        builder, k, n_total, p.grad_quant_bins, seed, comm, segs))
+    idx = _tree_rows(scores, builder, n_rows, rows)
     tree, leaves, l0, l1 = grower.grow(scales, idx, n_total,
                                        np.random.default_rng([p.random_state, it, k]))
     if p.quantized_grad:
@@ -118,6 +105,31 @@ def _grow_output(p, grower, scores, backend, objective, k, it, n_rows, n_total, 
             backend.predict_binned_add(ev.X_cols, ev.rows, tree, grower.bm.missing_bin,
                                        ev.raw[k])
     return tree
+
+
+def _quantized(objective, it, quantize):
+    """``quantize()`` (a tree's integer cells, returning its scales) as the
+    ``quantize`` stage; non-finite gradients are a ValueError: the model diverged."""
+    with stage("quantize"):
+        try:
+            return quantize()
+        except FloatingPointError:
+            raise ValueError(
+                f"gradients became non-finite at iteration {it} (objective="
+                f"{objective.name!r}): the model diverged; lower learning_rate or set "
+                "max_delta_step") from None
+
+
+def _tree_rows(scores, builder, n_rows, rows):
+    """The tree's row indices in the builder's buffer, which the grower partitions in
+    place: one buffer for the whole fit (no per-tree copies); ``rows`` the round's
+    sample, or None: 0..n-1."""
+    idx = builder.idx_buf[:n_rows]
+    if rows is None:
+        scores.fill_range(idx)
+    else:
+        idx[:] = rows
+    return idx
 
 
 def _check_margins(booster, scores, tree, k, it, p):
@@ -144,19 +156,8 @@ def _grow_vector(p, booster, objective, grower, backend, evals, it, k_out, comm,
     """One round of vector leaves: every output's cells, ONE tree with K values per
     node, each output's margins updated from its column."""
     builder = grower.builder
-    with stage("quantize"):
-        try:
-            scales = scores.quantize_all(builder, n_total, comm)
-        except FloatingPointError:
-            raise ValueError(
-                f"gradients became non-finite at iteration {it} (objective="
-                f"{objective.name!r}): the model diverged; lower learning_rate or set "
-                "max_delta_step") from None
-    idx = builder.idx_buf[:n_rows]
-    if rows is None:
-        scores.fill_range(idx)
-    else:
-        idx[:] = rows
+    scales = _quantized(objective, it, lambda: scores.quantize_all(builder, n_total, comm))
+    idx = _tree_rows(scores, builder, n_rows, rows)
     tree, leaves, l0, l1 = grower.grow(scales, idx, n_total,
                                        np.random.default_rng([p.random_state, it, 0]))
     tree.value[:] *= p.learning_rate

@@ -417,11 +417,7 @@ def split_nodes(layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, 
         node = _lw_pick(front, fgain, n_front, n_leaves, max_leaves)
         if node < 0:
             for i in range(n_front):
-                sl = t[front[i], SLOT]
-                if sl >= 0:
-                    free[n_free] = sl
-                    n_free += 1
-                    t[front[i], SLOT] = -1
+                n_free = _lw_release(t, front[i], free, n_free)
             return first, n_free
         n_front -= 1
         n_leaves += 1
@@ -471,12 +467,20 @@ def _lw_prune(front, fgain, n_front, remaining, slack, t, free, n_free):
             fgain[k] = fgain[i]
             k += 1
         else:
-            sl = t[front[i], SLOT]
-            if sl >= 0:
-                free[n_free] = sl
-                n_free += 1
-                t[front[i], SLOT] = -1
+            n_free = _lw_release(t, front[i], free, n_free)
     return k, n_free
+
+
+@njit(cache=True, nogil=True)
+def _lw_release(t, node, free, n_free):
+    """Give leaf ``node``'s histogram slot (if it holds one) back to the free stack;
+    returns the stack's new size."""
+    sl = t[node, SLOT]
+    if sl >= 0:
+        free[n_free] = sl
+        n_free += 1
+        t[node, SLOT] = -1
+    return n_free
 
 
 @njit(cache=True, nogil=True)
