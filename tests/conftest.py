@@ -146,21 +146,50 @@ def pytest_runtest_makereport(item, call):
 _SESSION = {}
 
 
+def _where():
+    """The bonsai this process imported: "<version> <directory>", or "not imported"."""
+    mod = sys.modules.get("bonsai")   # reported as imported, never imported here
+    return (f"{mod.__version__} {os.path.dirname(os.path.abspath(mod.__file__))}"
+            if mod is not None else "not imported")
+
+
 def pytest_sessionfinish(session, exitstatus):
     records = GUARD.take(None)   # outside any test: collection, module imports
-    if records:
-        _SESSION["records"] = records
+    found = [_repo_guard.describe(records)] if records else []
+    found += _SESSION.get("worker_records", [])
+    if found:
+        _SESSION["records"] = "\n".join(found)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    out = getattr(session.config, "workeroutput", None)
+    if out is not None:   # a pytest-xdist worker (``-n 2``): its findings go to the controller
+        out["bonsai_under_test"] = _where()
+        out["guard_outside_tests"] = _SESSION.get("records")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """pytest-xdist's controller (before its ``pytest_sessionfinish``): the tests ran in
+    worker processes, so the bonsai they imported and what they touched outside any
+    test are the workers'."""
+    out = getattr(node, "workeroutput", None) or {}
+    _SESSION.setdefault("workers", []).append(out.get("bonsai_under_test", "not reported"))
+    if out.get("guard_outside_tests"):
+        _SESSION.setdefault("worker_records", []).append(out["guard_outside_tests"])
 
 
 def pytest_terminal_summary(terminalreporter):
-    mod = sys.modules.get("bonsai")   # reported as imported, never imported here
-    where = (f"{mod.__version__} {os.path.dirname(os.path.abspath(mod.__file__))}"
-             if mod is not None else "not imported")
+    workers = set(_SESSION.get("workers", []))
+    imported = sorted(workers - {"not imported", "not reported"})
+    if len(imported) > 1:      # never one bonsai: each named, and said (CI fails on it)
+        where = " | ".join(imported) + " (the test processes imported different bonsais)"
+    elif imported:
+        where = imported[0]
+    else:                      # one process, or no worker imported it
+        where = _where() if not workers else "not imported"
     terminalreporter.write_line(f"bonsai under test: {where}")
     if "records" in _SESSION:
-        terminalreporter.write_line("outside any test, the suite "
-                                    + _repo_guard.describe(_SESSION["records"]), red=True)
+        terminalreporter.write_line("outside any test, the suite " + _SESSION["records"],
+                                    red=True)
 
 
 # ---- several threads for real (helpers in work_split.py) ----------------------------

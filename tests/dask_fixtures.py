@@ -7,6 +7,8 @@ import logging
 import os
 
 CONNECT_TIMEOUT_S = 60
+#: a free port on loopback
+LOOPBACK_ANY_PORT = "127.0.0.1:0"
 
 
 @contextlib.contextmanager
@@ -16,6 +18,9 @@ def local_cluster(n_workers, threads_per_worker=1, stealing=False, **kw):
     import dask
     from distributed import Client, LocalCluster
     kw.setdefault("silence_logs", logging.ERROR)
+    # the scheduler's HTTP server (its dashboard is off) on a free loopback port, not
+    # 8787, which a concurrent test process (``pytest -n 2``) may hold
+    kw.setdefault("scheduler_kwargs", {"dashboard_address": LOOPBACK_ANY_PORT})
     with dask.config.set({"distributed.scheduler.work-stealing": bool(stealing)}), LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
                       processes=True, host="127.0.0.1", dashboard_address=None,
                       **kw) as cluster, \

@@ -28,7 +28,7 @@ from bonsai.dask.collective import (PLUGIN_NAME, DaskComm, PeerLostError,  # noq
 WAIT_S = 30          # bound on every driver-side wait
 INT_LIM = 2 ** 59    # |value| < 2**59: sums over 8 ranks stay inside int64
 # the scheduler's HTTP server (metrics) on a free port, not 8787 (taken on a shared box)
-NO_PORT_8787 = {"dashboard_address": ":0"}
+HTTP_ON_LOOPBACK = {"dashboard_address": "127.0.0.1:0"}   # loopback, a free port
 
 
 def _rank_inputs(rank):
@@ -97,7 +97,7 @@ def _rank_main(fit_id, rank, addrs):
 def test_collectives_match_numpy(k):
     n_sum_calls = len(_rank_inputs(0))
 
-    @gen_cluster(client=True, nthreads=[("127.0.0.1", 1)] * k)
+    @gen_cluster(client=True, scheduler_kwargs=HTTP_ON_LOOPBACK, nthreads=[("127.0.0.1", 1)] * k)
     async def run(c, s, *workers):
         await ensure_plugin(c)
         plugins = [w.plugins[PLUGIN_NAME] for w in workers]
@@ -183,7 +183,7 @@ def _rs_rank(fit_id, rank, addrs):
 @pytest.mark.parametrize("k", range(1, 9))
 def test_reduce_scatter_matches_numpy(k):
     """Rank j gets the sum over ranks of their part j, bit for bit, any W."""
-    @gen_cluster(client=True, nthreads=[("127.0.0.1", 1)] * k)
+    @gen_cluster(client=True, scheduler_kwargs=HTTP_ON_LOOPBACK, nthreads=[("127.0.0.1", 1)] * k)
     async def run(c, s, *workers):
         await ensure_plugin(c)
         addrs = [w.address for w in workers]
@@ -223,7 +223,7 @@ def _blocked_rank(fit_id, rank, addrs, timeout):
     return first, later
 
 
-@gen_cluster(client=True, nthreads=[("127.0.0.1", 1)] * 3)
+@gen_cluster(client=True, scheduler_kwargs=HTTP_ON_LOOPBACK, nthreads=[("127.0.0.1", 1)] * 3)
 async def test_abort_fit_unblocks_pending_receives(c, s, *workers):
     await ensure_plugin(c)
     addrs = [w.address for w in workers]
@@ -255,7 +255,7 @@ async def test_abort_fit_unblocks_pending_receives(c, s, *workers):
         assert "fit-abort" not in mb.slots
 
 
-@gen_cluster(client=True, nthreads=[("127.0.0.1", 1)] * 2)
+@gen_cluster(client=True, scheduler_kwargs=HTTP_ON_LOOPBACK, nthreads=[("127.0.0.1", 1)] * 2)
 async def test_receive_timeout_names_the_peer(c, s, a, b):
     await ensure_plugin(c)
     addrs = [a.address, b.address]
@@ -291,7 +291,7 @@ def _send_to_plain_worker(addrs):
     return None
 
 
-@gen_cluster(client=True, nthreads=[("127.0.0.1", 1)] * 2)
+@gen_cluster(client=True, scheduler_kwargs=HTTP_ON_LOOPBACK, nthreads=[("127.0.0.1", 1)] * 2)
 async def test_bad_arguments_and_setup(c, s, a, b):
     addrs = [a.address, b.address]
 
@@ -353,7 +353,7 @@ def test_inproc_cluster_shares_nothing():
     over by reference: every rank still gets its own result array."""
     async def run():
         async with LocalCluster(n_workers=3, threads_per_worker=1, processes=False,
-                                dashboard_address=None, scheduler_kwargs=NO_PORT_8787,
+                                dashboard_address=None, scheduler_kwargs=HTTP_ON_LOOPBACK,
                                 asynchronous=True) as cluster, \
                 Client(cluster, asynchronous=True) as c:
             await ensure_plugin(c)
@@ -398,7 +398,7 @@ def test_train_over_dask_comm_grows_the_one_shard_model():
     edges = [0, 100, 650, n]
     shards = [ds.subset(np.arange(a, b)) for a, b in zip(edges[:-1], edges[1:])]
 
-    @gen_cluster(client=True, nthreads=[("127.0.0.1", 1)] * 3)
+    @gen_cluster(client=True, scheduler_kwargs=HTTP_ON_LOOPBACK, nthreads=[("127.0.0.1", 1)] * 3)
     async def run(c, s, *workers):
         await ensure_plugin(c)
         addrs = [w.address for w in workers]
@@ -437,7 +437,7 @@ def _mib_loop(fit_id, rank, addrs):
 
 def test_local_cluster_two_processes_mib_rounds():
     from dask_fixtures import local_cluster
-    with local_cluster(2, scheduler_kwargs=NO_PORT_8787) as client:
+    with local_cluster(2, scheduler_kwargs=HTTP_ON_LOOPBACK) as client:
         ensure_plugin(client)
         addrs = sorted(client.scheduler_info()["workers"])
         futs = [client.submit(_mib_loop, "fit-mib", r, addrs, workers=[addrs[r]], pure=False)
