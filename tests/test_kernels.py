@@ -706,6 +706,94 @@ def test_quantize_scale_from_max_abs_and_non_finite_gradients(n):
                 cpu.quantize(g2, h2, n, gh)
 
 
+@pytest.mark.parametrize("n", [1, 7, 40_000, 70_001])
+def test_max_abs_equals_numpy_on_its_bit_patterns(n):
+    """``max_abs`` takes its maxima over float32 bit patterns: equal to numpy's
+    ``max(|x|)`` (float64) with negative values, signed zeros, subnormals and
+    infinities in any chunk, NaN (both outputs) for a NaN anywhere; serial and
+    parallel alike."""
+    from bonsai.backends.cpu.histogram import max_abs
+    rng = np.random.default_rng(n)
+    base_g = (rng.normal(size=n) * 3).astype(np.float32)
+    base_h = rng.uniform(0, 2, size=n).astype(np.float32)
+    tiny = np.float32(1e-45)              # the smallest subnormal
+    for case in ("plain", "zeros", "subnormal", "big", "inf", "nan_g", "nan_h"):
+        g, h = base_g.copy(), base_h.copy()
+        at = rng.integers(0, n)
+        if case == "zeros":
+            g[:] = np.float32(-0.0)
+            h[:] = 0.0
+        elif case == "subnormal":
+            g[:] = tiny
+            g[at] = -2 * tiny
+        elif case == "big":
+            g[at] = -np.float32(3e38)
+        elif case == "inf":
+            h[at] = -np.inf
+        elif case == "nan_g":
+            g[at] = np.nan
+        elif case == "nan_h":
+            h[at] = -np.nan
+        want = [float(np.max(np.abs(g.astype(np.float64)))),
+                float(np.max(np.abs(h.astype(np.float64))))]
+        if case.startswith("nan"):
+            want = [np.nan, np.nan]
+        for kernel in (max_abs, max_abs.serial):
+            got = np.full(2, -1.0)
+            kernel(g, h, got)
+            np.testing.assert_array_equal(got, want, err_msg=case)
+
+
+def test_tree_fields_equal_the_numpy_reference():
+    """``nodes.tree_fields`` (one compiled pass over the grown rows) gives the node
+    arrays, dtypes included, that per-column numpy reads give: leaves' fields blank,
+    numeric thresholds from the bin mapper (+inf after the last value bin), NaN for a
+    categorical split, the leaves and their row ranges in node order."""
+    from bonsai import nodes as N
+    rng = np.random.default_rng(11)
+    n_value_bins = np.array([4, 1, 7, 3], np.int64)
+    thr_offsets = np.concatenate([[0], np.cumsum(n_value_bins - 1)]).astype(np.int64)
+    thresholds = np.sort(rng.normal(size=int(thr_offsets[-1])))
+    n = 9
+    ints = np.zeros((n + 3, N.N_COLS), np.int64)       # spare rows are ignored
+    ints[:, N.LEFT] = ints[:, N.RIGHT] = -1
+    for i, (lo, hi) in enumerate([(1, 2), (3, 4), (5, 6), (7, 8)]):
+        ints[i, N.LEFT], ints[i, N.RIGHT] = lo, hi
+    ints[:, N.FEATURE] = rng.integers(0, 4, n + 3)
+    ints[:, N.BIN] = [min(b, int(n_value_bins[f]) - 1) for b, f in
+                      zip(rng.integers(0, 7, n + 3), ints[:, N.FEATURE])]
+    ints[1, N.BIN] = -1                                  # a categorical split
+    ints[2, N.FEATURE], ints[2, N.BIN] = 2, 6            # the last value bin: +inf
+    ints[:, N.DEFAULT_LEFT] = rng.integers(0, 2, n + 3)
+    ints[:, N.COUNT] = rng.integers(1, 100, n + 3)
+    ints[:, N.START] = rng.integers(0, 50, n + 3)
+    ints[:, N.STOP] = ints[:, N.START] + rng.integers(0, 50, n + 3)
+    gain = rng.normal(size=n + 3)
+    got = N.tree_fields(ints, gain, n, n_value_bins, thresholds, thr_offsets)
+    t = ints[:n]
+    internal = t[:, N.LEFT] >= 0
+    feature = np.where(internal, t[:, N.FEATURE], -1).astype(np.int32)
+    bins = np.where(internal, t[:, N.BIN], -1).astype(np.int32)
+    thr = np.zeros(n)
+    for i in np.flatnonzero(internal):
+        f, b = feature[i], bins[i]
+        thr[i] = (np.nan if b < 0 else np.inf if b >= n_value_bins[f] - 1
+                  else thresholds[thr_offsets[f] + b])
+    leaves = np.flatnonzero(~internal)
+    want = (feature, bins, np.where(internal, t[:, N.DEFAULT_LEFT], 0).astype(np.uint8),
+            t[:, N.LEFT].astype(np.int32), t[:, N.RIGHT].astype(np.int32),
+            t[:, N.COUNT].copy(), np.where(internal, gain[:n], 0.0), thr, 1, leaves,
+            t[leaves, N.START], t[leaves, N.STOP])
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        if isinstance(b, int):
+            assert a == b
+            continue
+        assert a.dtype == b.dtype or (a.dtype.kind == b.dtype.kind == "i"
+                                      and a.dtype.itemsize == b.dtype.itemsize)
+        np.testing.assert_array_equal(a, b)
+
+
 @pytest.mark.parametrize("lam,alpha,mds", [(1.0, 0.0, 0.0), (0.0, 0.5, 0.0), (2.0, 0.3, 0.7),
                                            (0.0, 0.0, 0.0)])
 def test_leaf_weights_array_equals_scalar(lam, alpha, mds):

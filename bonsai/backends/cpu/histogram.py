@@ -22,6 +22,11 @@ PREFETCH_DISTANCE = 24
 MAX_ABS_CHUNK = 16384
 
 
+#: the bits of a float32 without its sign, and of +inf (a larger one is a NaN)
+_ABS_BITS = np.uint32(0x7FFFFFFF)
+_INF_BITS = np.uint32(0x7F800000)
+
+
 @parallel_kernel
 def max_abs(grad, hess, out):
     """``out = [max |grad|, max |hess|]`` (float64), NaN if either holds a NaN.  A
@@ -29,36 +34,40 @@ def max_abs(grad, hess, out):
     same value at any thread count; one pass and no ``abs`` temporary (numpy's
     ``np.max(np.abs(g))`` over 900k rows cost about 1 ms per tree).
 
-    grad, hess : (n,) float32, IN ; out : (2,) float64, OUT
+    The maxima are taken over the float32 bit patterns without the sign bit: for
+    finite values and infinities they order as the magnitudes do, and any NaN is above
+    +inf's pattern, so an integer maximum (which vectorizes; a float one is a chain of
+    dependent compares) finds the largest magnitude and every NaN.  (43k rows: ~70 ->
+    ~10 us a tree.)
+
+    grad, hess : (n,) float32, C-contiguous, IN ; out : (2,) float64, OUT
     """
     n = grad.shape[0]
     n_chunks = max(1, min(64, n // MAX_ABS_CHUNK))
-    part = np.zeros((n_chunks, 2))
-    bad = np.zeros(n_chunks, np.uint8)
+    part = np.zeros((n_chunks, 2), np.uint32)
+    gb = grad.view(np.uint32)
+    hb = hess.view(np.uint32)
     for c in prange(n_chunks):
         a = (n * c) // n_chunks
         b = (n * (c + 1)) // n_chunks
-        mg = 0.0
-        mh = 0.0
-        nan = False
+        mg = np.uint32(0)
+        mh = np.uint32(0)
         for i in range(a, b):
-            g = abs(np.float64(grad[i]))
-            h = abs(np.float64(hess[i]))
-            nan |= (g != g) | (h != h)
-            mg = max(mg, g)
-            mh = max(mh, h)
+            mg = max(mg, gb[i] & _ABS_BITS)
+            mh = max(mh, hb[i] & _ABS_BITS)
         part[c, 0] = mg
         part[c, 1] = mh
-        bad[c] = nan
-    out[0] = 0.0
-    out[1] = 0.0
+    top = np.zeros(2, np.uint32)
     for c in range(n_chunks):
-        out[0] = max(out[0], part[c, 0])
-        out[1] = max(out[1], part[c, 1])
-        if bad[c]:
-            out[0] = np.nan
-            out[1] = np.nan
-            return
+        top[0] = max(top[0], part[c, 0])
+        top[1] = max(top[1], part[c, 1])
+    if top[0] > _INF_BITS or top[1] > _INF_BITS:
+        out[0] = np.nan
+        out[1] = np.nan
+        return
+    v = top.view(np.float32)
+    out[0] = np.float64(v[0])
+    out[1] = np.float64(v[1])
 
 
 @parallel_kernel
