@@ -3,7 +3,7 @@
     python benchmarks/bench_fit.py \
         --shape higgs|year|higgs-leaves|missing|wide|multiclass|all --repeats 3 --threads 2 \
         --libs bonsai,lightgbm,xgboost,catboost,sklearn [--rows N] [--rounds N] \
-        [--family default|bernoulli|heavy]
+        [--family default|bernoulli|heavy] [--bonsai-warmup data|all]
 
 Every (library, repeat) fit runs in a fresh interpreter that loads the same cached
 .npy arrays; libraries are interleaved within each repeat and medians are reported.
@@ -266,6 +266,50 @@ def _prepare_bonsai(threads):
                          num_boost_round=2).predict(Xs)
 
 
+#: rows of the timed data the bonsai warm-up fits on (``_warm_bonsai_on_data``)
+WARM_ROWS = 20_000
+
+
+def _warm_bonsai_on_data(lib, shape, task, n_classes, X, y, Xte, threads):
+    """``--bonsai-warmup data`` (the default): compile (first process) or load from
+    numba's cache the kernels of exactly this fit, as a user's process holds them --
+    a 2-round fit of this row's parameters on the first ``WARM_ROWS`` rows and a
+    prediction, twice: as is, and with bonsai's work-splitting thresholds lowered, so
+    the parallel kernels of the large fit load too.  (``bonsai.warmup(small=False)``,
+    ``--bonsai-warmup all``, loads every configuration's kernels: about 28 MiB more
+    resident on 1M x 28 leaf-wise, which a process fitting one model never holds.)"""
+    import contextlib
+
+    import bonsai
+    try:
+        from bonsai._warmup import _parallel_thresholds
+    except ImportError:
+        _parallel_thresholds = contextlib.nullcontext
+    tiny = shape._replace(rounds=2)
+    for ctx in (contextlib.nullcontext, _parallel_thresholds):
+        with ctx():
+            ds = bonsai.Dataset(X[:WARM_ROWS], label=y[:WARM_ROWS], max_bin=COMMON["max_bin"])
+            bonsai.train(_bonsai_params(lib, tiny, task, n_classes, threads), ds,
+                         num_boost_round=2).predict(Xte[:100])
+
+
+def bonsai_kernels_loaded():
+    """How many compiled kernel versions bonsai's modules hold (numba dispatchers'
+    overloads, serial twins included): the same before and after the timed fit when
+    the warm-up loaded everything the fit uses."""
+    from numba.core.registry import CPUDispatcher
+    n, seen = 0, set()
+    for name, mod in list(sys.modules.items()):
+        if mod is None or not (name == "bonsai" or name.startswith("bonsai.")):
+            continue
+        for v in list(vars(mod).values()):
+            for d in (v, getattr(v, "serial", None)):
+                if isinstance(d, CPUDispatcher) and id(d) not in seen:
+                    seen.add(id(d))
+                    n += len(d.overloads)
+    return n
+
+
 def _make_run_bonsai(lib):
     def run_bonsai(shape, task, n_classes, X, y, threads):
         import bonsai
@@ -311,7 +355,7 @@ def shape_of(shape_name, family="default"):
     return shape._replace(data=F.data_name(shape.data, family))
 
 
-def worker(lib, shape_name, rows, threads, rounds, family="default"):
+def worker(lib, shape_name, rows, threads, rounds, family="default", bonsai_warmup="data"):
     """Runs inside the fresh subprocess: load data, measure, emit one JSON result."""
     shape = shape_of(shape_name, family)
     if rounds:
@@ -321,13 +365,19 @@ def worker(lib, shape_name, rows, threads, rounds, family="default"):
     Xtr, ytr, Xte, yte = C.load_cached(shape.data, rows)
     base = C.peak_rss_mib()                 # baseline: interpreter + numpy + the data
     prepare, run = LIBS[lib]
+    is_bonsai = lib in BONSAI_POLICY
     t0 = time.perf_counter()
-    prepare(threads)                        # import (+ JIT warm-up for bonsai)
+    if is_bonsai and bonsai_warmup == "data":   # import + this fit's kernels
+        _warm_bonsai_on_data(lib, shape, task, n_classes, Xtr, ytr, Xte, threads)
+    else:
+        prepare(threads)                    # import (+ JIT warm-up for bonsai)
     import_s = time.perf_counter() - t0
     ready = C.rss_mib()                     # library resident, kernels compiled
+    kernels = bonsai_kernels_loaded() if is_bonsai else 0
     peak_reset = C.reset_peak_rss()         # drop the import / warm-up transient peak
     build_s, fit_s, predict, _ = run(shape, task, n_classes, Xtr, ytr, threads)
     peak = C.peak_rss_mib()
+    kernels = bonsai_kernels_loaded() - kernels if is_bonsai else None
     peak_mib = peak - base                  # the headline number: over the data baseline
     fit_mib = peak - ready                  # what build + fit alone allocated
     t0 = time.perf_counter()
@@ -339,7 +389,9 @@ def worker(lib, shape_name, rows, threads, rounds, family="default"):
                        build_s=build_s, fit_s=fit_s, total_s=build_s + fit_s, predict_s=predict_s,
                        import_s=import_s, lib_mib=ready - base, peak_mib=peak_mib,
                        fit_mib=fit_mib, peak_reset=peak_reset, metrics=metrics,
-                       metric_name=metric_name, metric=metrics[metric_name]))
+                       metric_name=metric_name, metric=metrics[metric_name],
+                       bonsai_warmup=bonsai_warmup if is_bonsai else None,
+                       kernels_loaded_in_fit=kernels))
 
 
 # --------------------------------------------------------------------------- parent
@@ -363,7 +415,8 @@ def run_shape(shape_name, libs, args):
         for lib in libs:                    # interleaved: every lib once per repeat
             argv = [os.path.abspath(__file__), "--worker", lib, "--shape", shape_name,
                     "--rows", str(rows), "--threads", str(args.threads),
-                    "--rounds", str(rounds), "--family", args.family]
+                    "--rounds", str(rounds), "--family", args.family,
+                    "--bonsai-warmup", args.bonsai_warmup]
             res = C.run_child(argv, C.child_env(args.threads), args.timeout)
             res.setdefault("lib", lib)
             results[lib].append(res)
@@ -373,6 +426,8 @@ def run_shape(shape_name, libs, args):
                 line = (f"total {res['total_s']:7.2f}s (build {res['build_s']:.2f} + "
                         f"fit {res['fit_s']:.2f})  peak {res['peak_mib']:7.0f} MiB  "
                         f"{_metrics_text(res)}")
+                if res.get("kernels_loaded_in_fit"):
+                    line += f"  (+{res['kernels_loaded_in_fit']} kernels loaded in the timed fit)"
             print(f"  [rep {rep + 1}/{args.repeats}] {lib:<16} {line}{C.busy_note(res)}",
                   flush=True)
     return summarize(shape_name, libs, results, args.repeats, args.family), results
@@ -494,11 +549,16 @@ def main(argv=None):
     ap.add_argument("--family", default="default", choices=F.FAMILIES,
                     help="data family (benchmarks/_families.py); default: _common's own "
                     "generators")
+    ap.add_argument("--bonsai-warmup", default="data", choices=("data", "all"),
+                    help="data (default): bonsai loads the kernels of the timed fit only "
+                    "(a 2-round fit on its first rows); all: bonsai.warmup(small=False), "
+                    "every configuration's kernels (the peak RSS then counts them)")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
     if args.worker:
-        worker(args.worker, args.shape, args.rows, args.threads, args.rounds, args.family)
+        worker(args.worker, args.shape, args.rows, args.threads, args.rounds, args.family,
+               args.bonsai_warmup)
         return 0
     libs = [s.strip() for s in args.libs.split(",") if s.strip()]
     unknown = [lib for lib in libs if lib not in LIBS]
@@ -511,7 +571,7 @@ def main(argv=None):
         ap.error(f"unknown shape(s) {bad}; choose from {list(SHAPES)} or all")
     print(f"bench_fit: python {sys.version.split()[0]}, numpy {np.__version__}, "
           f"threads {args.threads}, repeats {args.repeats}, libs {','.join(libs)}, "
-          f"family {args.family}")
+          f"family {args.family}, bonsai warm-up {args.bonsai_warmup}")
     summaries, all_results = {}, {}
     for shape_name in shapes:
         summaries[shape_name], all_results[shape_name] = run_shape(shape_name, libs, args)
