@@ -292,6 +292,35 @@ def reset_peak_rss() -> bool:
 
 
 # ----------------------------------------------------------------------- children
+def bonsai_warm_contexts():
+    """The two settings a bonsai warm-up fit runs under, so it loads every kernel of a
+    large fit: as is, and with bonsai's work-splitting thresholds lowered
+    (``bonsai._warmup._parallel_thresholds``; a checkout without it: as is twice)."""
+    import contextlib
+    try:
+        from bonsai._warmup import _parallel_thresholds
+    except ImportError:
+        _parallel_thresholds = contextlib.nullcontext
+    return contextlib.nullcontext, _parallel_thresholds
+
+
+def bonsai_kernels_loaded() -> int:
+    """How many compiled kernel versions bonsai's modules hold (numba dispatchers'
+    overloads, serial twins included): the same before and after a timed fit when
+    the warm-up loaded everything the fit uses."""
+    from numba.core.registry import CPUDispatcher
+    n, seen = 0, set()
+    for name, mod in list(sys.modules.items()):
+        if mod is None or not (name == "bonsai" or name.startswith("bonsai.")):
+            continue
+        for v in list(vars(mod).values()):
+            for d in (v, getattr(v, "serial", None)):
+                if isinstance(d, CPUDispatcher) and id(d) not in seen:
+                    seen.add(id(d))
+                    n += len(d.overloads)
+    return n
+
+
 def child_env(threads: int, extra: dict | None = None) -> dict:
     """Environment for a worker: thread counts pinned for every runtime."""
     env = dict(os.environ)

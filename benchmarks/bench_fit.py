@@ -278,36 +278,13 @@ def _warm_bonsai_on_data(lib, shape, task, n_classes, X, y, Xte, threads):
     the parallel kernels of the large fit load too.  (``bonsai.warmup(small=False)``,
     ``--bonsai-warmup all``, loads every configuration's kernels: about 28 MiB more
     resident on 1M x 28 leaf-wise, which a process fitting one model never holds.)"""
-    import contextlib
-
     import bonsai
-    try:
-        from bonsai._warmup import _parallel_thresholds
-    except ImportError:
-        _parallel_thresholds = contextlib.nullcontext
     tiny = shape._replace(rounds=2)
-    for ctx in (contextlib.nullcontext, _parallel_thresholds):
+    for ctx in C.bonsai_warm_contexts():
         with ctx():
             ds = bonsai.Dataset(X[:WARM_ROWS], label=y[:WARM_ROWS], max_bin=COMMON["max_bin"])
             bonsai.train(_bonsai_params(lib, tiny, task, n_classes, threads), ds,
                          num_boost_round=2).predict(Xte[:100])
-
-
-def bonsai_kernels_loaded():
-    """How many compiled kernel versions bonsai's modules hold (numba dispatchers'
-    overloads, serial twins included): the same before and after the timed fit when
-    the warm-up loaded everything the fit uses."""
-    from numba.core.registry import CPUDispatcher
-    n, seen = 0, set()
-    for name, mod in list(sys.modules.items()):
-        if mod is None or not (name == "bonsai" or name.startswith("bonsai.")):
-            continue
-        for v in list(vars(mod).values()):
-            for d in (v, getattr(v, "serial", None)):
-                if isinstance(d, CPUDispatcher) and id(d) not in seen:
-                    seen.add(id(d))
-                    n += len(d.overloads)
-    return n
 
 
 def _make_run_bonsai(lib):
@@ -373,11 +350,11 @@ def worker(lib, shape_name, rows, threads, rounds, family="default", bonsai_warm
         prepare(threads)                    # import (+ JIT warm-up for bonsai)
     import_s = time.perf_counter() - t0
     ready = C.rss_mib()                     # library resident, kernels compiled
-    kernels = bonsai_kernels_loaded() if is_bonsai else 0
+    kernels = C.bonsai_kernels_loaded() if is_bonsai else 0
     peak_reset = C.reset_peak_rss()         # drop the import / warm-up transient peak
     build_s, fit_s, predict, _ = run(shape, task, n_classes, Xtr, ytr, threads)
     peak = C.peak_rss_mib()
-    kernels = bonsai_kernels_loaded() - kernels if is_bonsai else None
+    kernels = C.bonsai_kernels_loaded() - kernels if is_bonsai else None
     peak_mib = peak - base                  # the headline number: over the data baseline
     fit_mib = peak - ready                  # what build + fit alone allocated
     t0 = time.perf_counter()

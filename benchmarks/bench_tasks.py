@@ -44,7 +44,6 @@ to the faster of the LightGBM / XGBoost rows, and its headline metric minus the 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gzip
 import os
 import resource
@@ -191,12 +190,8 @@ def _warm_bonsai(lib, spec, d, threads):
     import bonsai
     if hasattr(bonsai, "warmup"):
         bonsai.warmup(small=False)
-    try:
-        from bonsai._warmup import _parallel_thresholds
-    except ImportError:
-        _parallel_thresholds = contextlib.nullcontext
     head = _head(d, WARM_ROWS)
-    for ctx in (contextlib.nullcontext, _parallel_thresholds):
+    for ctx in C.bonsai_warm_contexts():
         with ctx():
             F.fit(lib, spec.kind, head, spec.tree, 2, threads)[2](d.Xt[:WARM_ROWS])
 

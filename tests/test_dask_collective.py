@@ -24,11 +24,13 @@ from distributed.utils_test import gen_cluster  # noqa: E402
 from bonsai.comm import Comm  # noqa: E402
 from bonsai.dask.collective import (PLUGIN_NAME, DaskComm, PeerLostError,  # noqa: E402
                                     abort_fit, ensure_plugin)
+from dask_fixtures import LOOPBACK_ANY_PORT  # noqa: E402
 
 WAIT_S = 30          # bound on every driver-side wait
 INT_LIM = 2 ** 59    # |value| < 2**59: sums over 8 ranks stay inside int64
-# the scheduler's HTTP server (metrics) on a free port, not 8787 (taken on a shared box)
-HTTP_ON_LOOPBACK = {"dashboard_address": "127.0.0.1:0"}   # loopback, a free port
+# the schedulers' HTTP servers (metrics) on a free loopback port, not 8787 (which a
+# concurrent test process may hold), as ``dask_fixtures.local_cluster``'s
+HTTP_ON_LOOPBACK = {"dashboard_address": LOOPBACK_ANY_PORT}
 
 
 def _rank_inputs(rank):
@@ -437,7 +439,7 @@ def _mib_loop(fit_id, rank, addrs):
 
 def test_local_cluster_two_processes_mib_rounds():
     from dask_fixtures import local_cluster
-    with local_cluster(2, scheduler_kwargs=HTTP_ON_LOOPBACK) as client:
+    with local_cluster(2) as client:
         ensure_plugin(client)
         addrs = sorted(client.scheduler_info()["workers"])
         futs = [client.submit(_mib_loop, "fit-mib", r, addrs, workers=[addrs[r]], pure=False)
