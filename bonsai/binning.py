@@ -194,10 +194,11 @@ class BinMapper:
         A large ``X`` is binned in pieces of about ``TRANSFORM_CHUNK_CELLS`` cells, one
         kernel call each (the same codes): a numba kernel does not look at signals, so
         this bounds how long a Ctrl-C waits (``bonsai._interrupt``).  A C-ordered
-        ``X`` is cut into row pieces (each binned into a C-ordered scratch and copied
-        into place), any other order into feature pieces (contiguous views of both
-        arrays); either way the kernels see the array types of a one-piece call, so
-        nothing new is compiled."""
+        ``X`` is cut into row pieces, each binned straight into its columns of the
+        result (a scratch piece copied into place cost 0.5 s of 2.3 s on 90k x 2000),
+        any other order into feature pieces (contiguous views of both arrays); either
+        way the kernels see the array types of a one-piece call, so nothing new is
+        compiled."""
         n, n_features = X.shape
         out = np.empty((n_features, n), dtype=self.dtype)
         n_thr = np.diff(self.thr_offsets)
@@ -206,27 +207,29 @@ class BinMapper:
         for f in range(n_features if use_table else 0):
             pad[f, :n_thr[f]] = self.feature_thresholds(f)
         coarse = np.ascontiguousarray(pad[:, 15::16])
-        by_rows = X.flags.c_contiguous
-        kernel = _kernels.map_to_bins if by_rows else _kernels.map_to_bins_by_column
         thr, offs = self.thresholds, self.thr_offsets
-        if n * n_features <= TRANSFORM_CHUNK_CELLS:
-            _pick(kernel, n * n_features)(X, thr, offs, pad, coarse, use_table, out)
-        elif by_rows:
+        zero = _kernels.zero_bins(thr, offs)
+        if X.flags.c_contiguous:
+            # row pieces written into place (a C-ordered piece is X's own array type)
+            kernel = _kernels.map_to_bins
             step = max(1, TRANSFORM_CHUNK_CELLS // max(n_features, 1))
             for r0 in range(0, n, step):
                 r1 = min(n, r0 + step)
-                part = np.empty((n_features, r1 - r0), dtype=self.dtype)
-                _pick(kernel, part.size)(X[r0:r1], thr, offs, pad, coarse, use_table, part)
-                out[:, r0:r1] = part
+                _pick(kernel, n * n_features)(X[r0:r1], thr, offs, pad, coarse, use_table,
+                                              zero, r0, out)
+        elif n * n_features <= TRANSFORM_CHUNK_CELLS:
+            _pick(_kernels.map_to_bins_by_column, n * n_features)(
+                X, thr, offs, pad, coarse, use_table, zero, out)
         else:
             # pieces of at least 2 features: a one-column view of an F-ordered X
             # is both C- and F-contiguous, another array type to numba
+            kernel = _kernels.map_to_bins_by_column
             n_pieces = max(1, n_features // max(2, TRANSFORM_CHUNK_CELLS // n))
             cuts = [n_features * i // n_pieces for i in range(n_pieces + 1)]
             for f0, f1 in zip(cuts[:-1], cuts[1:]):
                 p = (slice(f0, f1) if use_table else slice(0, 1))   # pad / coarse rows
                 _pick(kernel, (f1 - f0) * n)(X[:, f0:f1], thr, offs[f0:f1 + 1], pad[p],
-                                             coarse[p], use_table, out[f0:f1])
+                                             coarse[p], use_table, zero[f0:f1], out[f0:f1])
         return out
 
     def to_dict(self):
