@@ -217,12 +217,10 @@ class BinMapper:
                 r1 = min(n, r0 + step)
                 _pick(kernel, n * n_features)(X[r0:r1], thr, offs, pad, coarse, use_table,
                                               zero, r0, out)
-        elif n * n_features <= TRANSFORM_CHUNK_CELLS:
-            _pick(_kernels.map_to_bins_by_column, n * n_features)(
-                X, thr, offs, pad, coarse, use_table, zero, out)
         else:
-            # pieces of at least 2 features: a one-column view of an F-ordered X
-            # is both C- and F-contiguous, another array type to numba
+            # pieces of at least 2 features (one piece when X is small enough): a
+            # one-column view of an F-ordered X is both C- and F-contiguous, another
+            # array type to numba
             kernel = _kernels.map_to_bins_by_column
             n_pieces = max(1, n_features // max(2, TRANSFORM_CHUNK_CELLS // n))
             cuts = [n_features * i // n_pieces for i in range(n_pieces + 1)]

@@ -95,11 +95,11 @@ def test_map_to_bins_handcrafted():
         np.testing.assert_array_equal(out[:, 1], np.isnan(Xb[:, 1]).astype(int))
 
 
-
 def test_map_to_bins_zeros_take_the_bin_of_zero(monkeypatch):
     """A zero (either sign) is binned by its shortcut (``zero_bins``) as by the
     thresholds: below, at and above a threshold of exactly 0, on the table (<= 255
-    thresholds) and the search path, row pieces written into place and both orders."""
+    thresholds) and the search path, serial and parallel kernels, row pieces written
+    into place and both orders."""
     import bonsai.binning as binning
     rng = np.random.default_rng(5)
     n = 3000
@@ -108,26 +108,28 @@ def test_map_to_bins_zeros_take_the_bin_of_zero(monkeypatch):
     X[:, 3] = np.round(rng.normal(size=n) * 400)          # > 255 thresholds with max_bin 1023
     X[::3, 3] = 0.0
     X[::5, 3] = -0.0
-    thr_sets = [np.array([-1.5, -0.5, 0.5, 2.0]),           # 0 between thresholds
-                np.array([-1.0, 0.0, 1.0]),                # a threshold at exactly 0
-                np.array([0.5, 2.0]),                      # every threshold above 0
-                np.unique(np.round(rng.normal(size=600) * 400)) + 0.5]
-    for k in (0, 2):
-        sets = thr_sets[:3] + [thr_sets[3][:200] if k < 2 else thr_sets[3]]
+    fixed = [np.array([-1.5, -0.5, 0.5, 2.0]),              # 0 between thresholds
+             np.array([-1.0, 0.0, 1.0]),                   # a threshold at exactly 0
+             np.array([0.5, 2.0])]                         # every threshold above 0
+    many = np.unique(np.round(rng.normal(size=600) * 400)) + 0.5
+    for last, max_bin in ((many[:200], 255), (many, 1023)):  # table path, search path
+        sets = fixed + [last]
         offsets = np.concatenate([[0], np.cumsum([t.size for t in sets])]).astype(np.int64)
-        bm = BinMapper(np.concatenate(sets), offsets, 1023 if k == 2 else 255)
+        bm = BinMapper(np.concatenate(sets), offsets, max_bin)
         ref = np.stack([np.where(np.isnan(X[:, f]), sets[f].size + 1,
                                  np.searchsorted(sets[f], X[:, f], side="left"))
                         for f in range(4)])
         np.testing.assert_array_equal(binning._kernels.zero_bins(bm.thresholds,
                                                                  bm.thr_offsets),
                                       [np.searchsorted(t, 0.0) for t in sets])
-        for order in ("C", "F"):
-            for chunk in (1 << 24, 4001):
-                monkeypatch.setattr(binning, "TRANSFORM_CHUNK_CELLS", chunk)
-                with thread_context(2):
-                    out = bm.transform_columns(np.asarray(X, order=order))
-                np.testing.assert_array_equal(out, ref)
+        for parallel_cells in (binning._kernels.PARALLEL_CELLS, 1):   # serial, parallel
+            monkeypatch.setattr(binning._kernels, "PARALLEL_CELLS", parallel_cells)
+            for order in ("C", "F"):
+                for chunk in (1 << 24, 4001):
+                    monkeypatch.setattr(binning, "TRANSFORM_CHUNK_CELLS", chunk)
+                    with thread_context(2):
+                        out = bm.transform_columns(np.asarray(X, order=order))
+                    np.testing.assert_array_equal(out, ref)
 
 
 def test_binmapper_special_values_and_constant_feature():
