@@ -533,6 +533,70 @@ def test_partition_stable_permutation(monkeypatch, min_rows):
         np.testing.assert_array_equal(nleft, results[0][1])
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16])
+def test_partition_kernel_any_task_cut(dtype):
+    """The partition kernel and its serial twin against a naive stable partition, on
+    nodes of 0 to 300 rows (below, at and across its 16-row steps), numeric splits
+    with missing values either way and categorical ones, and task plans that keep
+    nodes whole or cut them into pieces of uneven sizes, on 1 to 3 threads."""
+    from bonsai.backends.cpu import partition as P
+    rng = np.random.default_rng(31)
+    top = 250 if dtype == np.uint8 else 600          # value bins; the missing bin next
+    n = 2000
+    X_cols = rng.integers(0, top + 1, (3, n)).astype(dtype)
+    sizes = [0, 1, 15, 16, 17, 31, 32, 33, 47, 300, 129, 64, 5]
+    starts = np.cumsum([0] + sizes[:-1]).astype(np.int64)
+    stops = starts + np.array(sizes, np.int64)
+    m = len(sizes)
+    base = np.empty(n, np.uint32)
+    perm = rng.permutation(n).astype(np.uint32)
+    for a, b in zip(starts, stops):
+        base[a:b] = np.sort(perm[a:b])
+    feat = rng.integers(0, 3, m).astype(np.int64)
+    bins = rng.integers(0, top, m).astype(np.int64)
+    bins[1::4] = -1                                   # categorical splits
+    dls = rng.integers(0, 2, m).astype(np.uint8)
+    missing = np.full(m, top, np.int64)
+    words = (top + 64) // 64
+    bits = rng.integers(0, 2 ** 63, (m, words)).astype(np.uint64)
+
+    def goes_left(j, v):
+        if bins[j] < 0:
+            return bool((int(bits[j, v >> 6]) >> (v & 63)) & 1)
+        return v <= bins[j] or (v == missing[j] and dls[j] == 1)
+
+    def plans():
+        whole = (np.arange(m, dtype=np.int64), starts, stops)
+        yield whole, np.array([0, m], np.int64)
+        yield whole, np.array([0, 4, 9, m], np.int64)
+        node, s0, s1 = [], [], []                     # every node cut at random points
+        for j in range(m):
+            cuts = np.unique(rng.integers(starts[j], stops[j] + 1, 3))
+            edges = [starts[j]] + [c for c in cuts if starts[j] < c < stops[j]] + [stops[j]]
+            for a, b in zip(edges[:-1], edges[1:]):
+                node.append(j), s0.append(a), s1.append(b)
+        t = len(node)
+        cut = (np.array(node, np.int64), np.array(s0, np.int64), np.array(s1, np.int64))
+        yield cut, np.array([0, t], np.int64)
+        yield cut, np.array([0, t // 3, (2 * t) // 3, t], np.int64)
+
+    for (t_node, t_start, t_stop), ptr in plans():
+        for kernel in (P.partition_nodes, P.partition_nodes.serial):
+            idx = base.copy()
+            tmp = np.empty(n, np.uint32)
+            nleft = np.empty(m, np.int64)
+            with thread_context(3):
+                kernel(X_cols, idx, tmp, t_node, t_start, t_stop, ptr, feat, bins, dls, missing,
+                       bits, np.empty(t_node.shape[0], np.int64), nleft)
+            for j in range(m):
+                a, b = starts[j], stops[j]
+                rows = base[a:b]
+                left = [r for r in rows if goes_left(j, int(X_cols[feat[j], r]))]
+                right = [r for r in rows if not goes_left(j, int(X_cols[feat[j], r]))]
+                assert nleft[j] == len(left)
+                np.testing.assert_array_equal(idx[a:b], np.array(left + right, np.uint32))
+
+
 def test_add_leaf_values():
     raw = np.zeros(10)
     idx = np.array([3, 1, 7, 0, 2, 9, 4, 5, 6, 8], np.uint32)

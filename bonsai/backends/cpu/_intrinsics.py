@@ -1,6 +1,9 @@
 """Low-level helpers for the CPU kernels: software prefetch intrinsics (an item of a
-1-D array, a cell of a 2-D array), and two 64-lane byte-vector operations for the
-binned batch predictor (``gt_mask64``, ``or_bits64``).
+1-D array, a cell of a 2-D array), two 64-lane byte-vector operations for the
+binned batch predictor (``gt_mask64``, ``or_bits64``), and the partition's 16-row
+steps (``left_mask16``: the rows' split directions from a gather of their bins;
+``compress16``: one side's rows packed into place), used where the target CPU has
+AVX-512F (``AVX512F``).
 
 Measured when the kernels were written (one thread, a gathered 100k-row node of a
 row-major binned matrix): prefetching the node's rows 16-32 rows ahead took its
@@ -122,6 +125,129 @@ def or_bits64(typingctx, arr, g, shift):
         bits = builder.zext(builder.bitcast(gg, ir.VectorType(ir.IntType(1), _LANES)), vt)
         v = builder.or_(builder.load(ptr, align=1), builder.shl(bits, _splat(builder, sh, vt)))
         builder.store(v, ptr, align=1)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+# ---- the partition's 16-row steps ---------------------------------------------------
+
+_I1 = ir.IntType(1)
+_I16 = ir.IntType(16)
+_I64 = ir.IntType(64)
+#: rows of one vector step (``left_mask16``, ``compress16``)
+VECTOR_ROWS = 16
+_V16 = ir.VectorType(_I32, VECTOR_ROWS)
+_M16 = ir.VectorType(_I1, VECTOR_ROWS)
+
+
+def _target_features():
+    """The CPU features numba compiles for (its codegen's, which honours
+    ``NUMBA_CPU_NAME`` / ``NUMBA_CPU_FEATURES``), as a set of "+feature" / "-feature"
+    strings; empty if numba does not say."""
+    try:
+        from numba.core.registry import cpu_target
+        return set(cpu_target.target_context.codegen()._tm_features.split(","))
+    except Exception:       # pragma: no cover - a numba without the attribute
+        return set()
+
+
+#: whether the compiled code may use AVX-512F's register compress (``compress16``)
+AVX512F = "+avx512f" in _target_features()
+
+
+def _vector_load16(context, builder, aryty, ary, i):
+    """The 16 uint32 items ``ary[i:i + 16]`` of a C-contiguous 1-D array, as a vector."""
+    k = context.cast(builder, i[0], i[1], types.intp)
+    ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [k], wraparound=False)
+    return builder.load(builder.bitcast(ptr, _V16.as_pointer()), align=4)
+
+
+def _is_u32_c(a):
+    return isinstance(a, types.Array) and a.ndim == 1 and a.dtype == types.uint32 \
+        and a.layout == "C"
+
+
+@intrinsic
+def left_mask16(typingctx, col, idx, i, tb, mb, dl):
+    """``uint64`` whose bit ``j`` says row ``r = idx[i + j]`` goes left on a numeric
+    split: ``col[r] <= tb or (col[r] == mb and dl)``, for the 16 rows from ``i``
+    (caller keeps them in bounds).  ``col``: a 1-D uint8 / uint16 column (any
+    stride), ``idx`` C-contiguous uint32; ``tb``, ``mb`` fit the column's dtype.
+    One vector load of the rows, one gather of their bins (``llvm.masked.gather``:
+    AVX-512 has it; elsewhere LLVM expands it into scalar loads) and two compares."""
+    if not (isinstance(col, types.Array) and col.ndim == 1
+            and col.dtype in (types.uint8, types.uint16) and _is_u32_c(idx)
+            and isinstance(i, types.Integer) and isinstance(tb, types.Integer)
+            and isinstance(mb, types.Integer) and isinstance(dl, types.Boolean)):
+        return None
+    sig = types.uint64(col, idx, i, tb, mb, dl)
+    width = col.dtype.bitwidth
+
+    def codegen(context, builder, signature, args):
+        cty, xty, ity, tbt, mbt, _ = signature.args
+        c = context.make_array(cty)(context, builder, args[0])
+        x = context.make_array(xty)(context, builder, args[1])
+        rows = _vector_load16(context, builder, xty, x, (args[2], ity))
+        et = ir.IntType(width)
+        vt = ir.VectorType(et, VECTOR_ROWS)
+        v64 = ir.VectorType(_I64, VECTOR_ROWS)
+        stride = cgutils.unpack_tuple(builder, c.strides, 1)[0]
+        off = builder.mul(builder.zext(rows, v64), _splat(builder, stride, v64))
+        base = _splat(builder, builder.ptrtoint(c.data, _I64), v64)
+        pvt = ir.VectorType(et.as_pointer(), VECTOR_ROWS)
+        ptrs = builder.inttoptr(builder.add(base, off), pvt)
+        fnty = ir.FunctionType(vt, [pvt, _I32, _M16, vt])
+        fn = cgutils.get_or_insert_function(builder.module, fnty,
+                                            f"llvm.masked.gather.v16i{width}.v16p0")
+        bins = builder.call(fn, [ptrs, _I32(width // 8), ir.Constant(_M16, [1] * VECTOR_ROWS),
+                                 ir.Constant(vt, ir.Undefined)])
+        tbv = _splat(builder, builder.trunc(context.cast(builder, args[3], tbt, types.int64),
+                                            et), vt)
+        mbv = _splat(builder, builder.trunc(context.cast(builder, args[4], mbt, types.int64),
+                                            et), vt)
+        dlb = args[5] if args[5].type == _I1 else builder.icmp_unsigned(
+            "!=", args[5], ir.Constant(args[5].type, 0))
+        miss = builder.and_(builder.icmp_unsigned("==", bins, mbv), _splat(builder, dlb, _M16))
+        left = builder.or_(builder.icmp_unsigned("<=", bins, tbv), miss)
+        return builder.zext(builder.bitcast(left, _I16), _I64)
+
+    return sig, codegen
+
+
+@intrinsic
+def compress16(typingctx, src, i, dst, pos, mask):
+    """``dst[pos:pos + 16]`` = the items ``src[i + j]`` whose ``mask`` bit ``j`` is
+    set, in order, first; the remaining slots of the 16 get unspecified values (the
+    caller owns all 16 and keeps them in bounds).  uint32 C-contiguous arrays.
+
+    With AVX-512F: ``vpcompressd`` into a register and one unaligned store (the
+    compress-to-memory form is microcoded and slow on some CPUs, e.g. AMD Zen 4);
+    elsewhere ``llvm.masked.compressstore``, which LLVM expands where the CPU lacks it."""
+    if not (_is_u32_c(src) and _is_u32_c(dst) and isinstance(i, types.Integer)
+            and isinstance(pos, types.Integer) and isinstance(mask, types.Integer)):
+        return None
+    sig = types.void(src, i, dst, pos, mask)
+
+    def codegen(context, builder, signature, args):
+        sty, ity, dty, pty, mty = signature.args
+        s = context.make_array(sty)(context, builder, args[0])
+        d = context.make_array(dty)(context, builder, args[2])
+        v = _vector_load16(context, builder, sty, s, (args[1], ity))
+        p = context.cast(builder, args[3], pty, types.intp)
+        dptr = cgutils.get_item_pointer(context, builder, dty, d, [p], wraparound=False)
+        m = builder.bitcast(builder.trunc(args[4], _I16), _M16)
+        if AVX512F:
+            fnty = ir.FunctionType(_V16, [_V16, _V16, _M16])
+            fn = cgutils.get_or_insert_function(builder.module, fnty,
+                                                "llvm.x86.avx512.mask.compress.v16i32")
+            packed = builder.call(fn, [v, ir.Constant(_V16, ir.Undefined), m])
+            builder.store(packed, builder.bitcast(dptr, _V16.as_pointer()), align=4)
+        else:
+            fnty = ir.FunctionType(ir.VoidType(), [_V16, dptr.type, _M16])
+            fn = cgutils.get_or_insert_function(builder.module, fnty,
+                                                "llvm.masked.compressstore.v16i32")
+            builder.call(fn, [v, dptr, m])
         return context.get_dummy_value()
 
     return sig, codegen

@@ -13,6 +13,7 @@ row-major matrix.
 import numpy as np
 from numba import njit, prange
 
+from ._intrinsics import AVX512F, VECTOR_ROWS, compress16, left_mask16
 from ._jit import parallel_kernel
 
 
@@ -42,17 +43,96 @@ def task_places(task_node, task_start, task_stop, task_nleft, out_node_nleft):
     return left_pos, right_pos
 
 
+@njit(cache=True, nogil=True)
+def _split_task(col, idx, tmp, a, b, tb, mb, dl, bits):
+    """One task's rows ``idx[a:b]``: the left ones compacted in place from ``a``, the
+    right ones into ``tmp`` from ``a``, each in their order; returns the left count.
+
+    A write ``idx[lp]`` never reaches a row not yet read (``lp <= i``), so one pass
+    does it, and only the right rows are copied again.  A numeric split (``tb >= 0``)
+    takes 16 rows a step: a vector of their bins' left/right bits
+    (``left_mask16``), then each side's rows packed into place (``compress16``).  Its
+    16-slot stores end at ``i + 16 <= b``, inside the task.  The rest, and
+    categorical splits (bin b left when bit b of ``bits`` is set), go row by row,
+    writing the row at both places and advancing one of them (no branch on the
+    direction, which mispredicts on about half the rows of a balanced split).
+
+    The 16-row steps run where the compiled code may use AVX-512F (``AVX512F``).
+    Elsewhere LLVM expands the compress into a branch per lane, which was slower
+    than row by row (compiled for Haswell: 4.5-6.7 against 1.4 ns a row), so every
+    row goes row by row there.
+
+    Measured on one node (one thread, uint8 bins, 10% missing): the previous two
+    passes (both ends of ``tmp``, then back) took 1.31-1.38 ns a row on 43k and 1M
+    rows and 2.73 on 8k rows scattered over 1M; this one-pass, row by row, 1.18-1.23
+    and 2.11; with the 16-row steps 0.57-0.59 and 0.91."""
+    one = np.uintp(1)
+    lp = np.uintp(a)
+    rp = np.uintp(a)
+    i = np.uintp(a)
+    stop = np.uintp(b)
+    top = (np.int64(1) << np.int64(8 * col.itemsize)) - 1     # the column's largest bin
+    if AVX512F and tb >= 0 and tb <= top and mb >= 0 and mb <= top:
+        step = np.uintp(VECTOR_ROWS)
+        full = np.uint64((1 << VECTOR_ROWS) - 1)
+        while i + step <= stop:
+            m = left_mask16(col, idx, i, tb, mb, dl)
+            nl = np.uintp(_popcount16(m))
+            compress16(idx, i, tmp, rp, ~m & full)
+            compress16(idx, i, idx, lp, m)
+            lp += nl
+            rp += step - nl
+            i += step
+    if tb >= 0:
+        for k in range(i, stop):
+            r = idx[k]
+            c = col[r]
+            gl = np.uintp((c <= tb) | ((c == mb) & dl))
+            idx[lp] = r
+            tmp[rp] = r
+            lp += gl
+            rp += one - gl
+        return np.int64(lp) - a
+    for k in range(i, stop):
+        r = idx[k]
+        c = np.uintp(col[r])
+        gl = np.uintp((bits[c >> np.uintp(6)] >> np.uint64(c & np.uintp(63))) & np.uint64(1))
+        idx[lp] = r
+        tmp[rp] = r
+        lp += gl
+        rp += one - gl
+    return np.int64(lp) - a
+
+
+@njit(cache=True, nogil=True, forceinline=True)
+def _popcount16(m):
+    """Set bits of the low 16 bits of ``m`` (uint64)."""
+    m = m - ((m >> np.uint64(1)) & np.uint64(0x5555))
+    m = (m & np.uint64(0x3333)) + ((m >> np.uint64(2)) & np.uint64(0x3333))
+    m = (m + (m >> np.uint64(4))) & np.uint64(0x0F0F)
+    return (m + (m >> np.uint64(8))) & np.uint64(0x1F)
+
+
+@njit(cache=True, nogil=True, forceinline=True)
+def _copy(dst, d0, src, s0, n):
+    """``dst[d0:d0 + n] = src[s0:s0 + n]`` (distinct arrays)."""
+    for k in range(np.uintp(n)):
+        dst[np.uintp(d0) + k] = src[np.uintp(s0) + k]
+
+
 @parallel_kernel
 def partition_nodes(X_cols, idx, tmp, task_node, task_start, task_stop, thread_ptr,
                     node_feature, node_bin, node_default_left, node_missing_bin, node_bits,
                     task_nleft, out_node_nleft):
-    """Stable partition of several nodes' ranges at once, in two passes.
+    """Stable partition of several nodes' ranges at once.
 
-    Pass 1: each task streams its rows into ``tmp`` over the same range, left rows
-    forward from the start and right rows backward from the end.  Pass 2: each task
-    copies its left rows, then its right rows (reversed back), to their final places
-    in ``idx``; a node's tasks follow each other, so the result is a stable partition
-    whatever the tasks are.
+    Pass 1: each task splits its rows (``_split_task``): left ones in place, right
+    ones into ``tmp`` over the same range.  A node that is one task is then done by
+    copying its right rows back after its left ones.  A node cut into several tasks
+    (at most ``n_threads - 1`` of them) has each task put its left rows after its
+    right ones in ``tmp``, and, once every task has, each task copies both parts to
+    their places in ``idx`` (the node's left rows task by task, then its right rows).
+    The result is a stable partition whatever the tasks are.
 
     Parameters
     ----------
@@ -70,59 +150,43 @@ def partition_nodes(X_cols, idx, tmp, task_node, task_start, task_stop, thread_p
     out_node_nleft : (m,) int64, OUT -- rows sent left per node
     """
     n_threads = thread_ptr.shape[0] - 1
-    one = np.uintp(1)
+    n_tasks = task_start.shape[0]
     for j in prange(n_threads):
         for t in range(thread_ptr[j], thread_ptr[j + 1]):
             nd = task_node[t]
-            col = X_cols[node_feature[nd]]
-            tb = node_bin[nd]
-            mb = node_missing_bin[nd]
-            dl = node_default_left[nd] != 0
-            # unsigned indices: no negative-index wraparound checks in the loop
-            lp = np.uintp(task_start[t])
-            rp = np.uintp(task_stop[t])
-            if tb < 0:                  # categorical: bin b goes left when bit b is set
-                bits = node_bits[nd]
-                for i in range(np.uintp(task_start[t]), np.uintp(task_stop[t])):
-                    r = idx[i]
-                    b = np.uintp(col[r])
-                    gl = np.uintp((bits[b >> np.uintp(6)] >> np.uint64(b & np.uintp(63)))
-                                  & np.uint64(1))
-                    tmp[lp] = r
-                    tmp[rp - one] = r
-                    lp += gl
-                    rp -= one - gl
-                task_nleft[t] = np.int64(lp) - task_start[t]
-                continue
-            # branchless: write the row at both ends, advance one of them (a branch on
-            # the direction mispredicts on about half the rows of a balanced split).
-            # tmp[lp] and tmp[rp - 1] are both still free (lp < rp while rows remain);
-            # when they coincide the two writes are the same.  The missing bin is above
-            # every split bin, so only it needs the default direction.
-            for i in range(np.uintp(task_start[t]), np.uintp(task_stop[t])):
-                r = idx[i]
-                b = col[r]
-                gl = np.uintp((b <= tb) | ((b == mb) & dl))
-                tmp[lp] = r
-                tmp[rp - one] = r
-                lp += gl
-                rp -= one - gl
-            task_nleft[t] = np.int64(lp) - task_start[t]
+            task_nleft[t] = _split_task(X_cols[node_feature[nd]], idx, tmp, task_start[t],
+                                        task_stop[t], node_bin[nd], node_missing_bin[nd],
+                                        node_default_left[nd] != 0, node_bits[nd])
     # serial prefix sums: where each task's left and right rows go
     left_pos, right_pos = task_places(task_node, task_start, task_stop, task_nleft,
                                       out_node_nleft)
+    # a task whose final places are its own range (a node that is one task, at
+    # least) copies its right rows back; the others put their left rows after their
+    # right ones in ``tmp``, and once all have, copy both to their places
+    own = np.empty(n_tasks, np.bool_)
+    n_moved = 0
+    for t in range(n_tasks):
+        own[t] = left_pos[t] == task_start[t] and right_pos[t] == task_start[t] + task_nleft[t]
+        n_moved += not own[t]
     for j in prange(n_threads):
         for t in range(thread_ptr[j], thread_ptr[j + 1]):
-            a = np.uintp(task_start[t])
-            nl = np.uintp(task_nleft[t])
-            nr = np.uintp(task_stop[t] - task_start[t]) - nl
-            lp = np.uintp(left_pos[t])
-            rp = np.uintp(right_pos[t])
-            end = np.uintp(task_stop[t]) - one
-            for k in range(nl):
-                idx[lp + k] = tmp[a + k]
-            for k in range(nr):
-                idx[rp + k] = tmp[end - k]
+            a = task_start[t]
+            nl = task_nleft[t]
+            nr = task_stop[t] - a - nl
+            if own[t]:
+                _copy(idx, a + nl, tmp, a, nr)
+            else:
+                _copy(tmp, a + nr, idx, a, nl)
+    if n_moved == 0:
+        return
+    for j in prange(n_threads):
+        for t in range(thread_ptr[j], thread_ptr[j + 1]):
+            if not own[t]:
+                a = task_start[t]
+                nl = task_nleft[t]
+                nr = task_stop[t] - a - nl
+                _copy(idx, left_pos[t], tmp, a + nr, nl)
+                _copy(idx, right_pos[t], tmp, a, nr)
 
 
 @parallel_kernel
