@@ -223,7 +223,9 @@ def compress16(typingctx, src, i, dst, pos, mask):
 
     With AVX-512F: ``vpcompressd`` into a register and one unaligned store (the
     compress-to-memory form is microcoded and slow on some CPUs, e.g. AMD Zen 4);
-    elsewhere ``llvm.masked.compressstore``, which LLVM expands where the CPU lacks it."""
+    elsewhere ``llvm.masked.compressstore``, which LLVM expands where the CPU lacks it
+    (the partition only calls this where ``AVX512F``; the portable form keeps code
+    that numba lowers but never runs compilable on any target)."""
     if not (_is_u32_c(src) and _is_u32_c(dst) and isinstance(i, types.Integer)
             and isinstance(pos, types.Integer) and isinstance(mask, types.Integer)):
         return None

@@ -78,6 +78,8 @@ def _split_task(col, idx, tmp, a, b, tb, mb, dl, bits):
         while i + step <= stop:
             m = left_mask16(col, idx, i, tb, mb, dl)
             nl = np.uintp(_popcount16(m))
+            # right rows first: the second call stores into idx[lp:lp + 16], over
+            # rows both calls read (lp <= i)
             compress16(idx, i, tmp, rp, ~m & full)
             compress16(idx, i, idx, lp, m)
             lp += nl
