@@ -3,7 +3,8 @@ split its work between threads, and record that it did.
 
 The CPU backend runs a kernel on one thread below ``MIN_ROWS_PER_THREAD`` rows per
 thread (the partition below ``MIN_PARTITION_ROWS_PER_THREAD``, split scans below
-``MIN_PARALLEL_SPLIT_NODES`` nodes, prediction and SHAP below ``SERIAL_PREDICT_ROWS``
+``MIN_PARALLEL_SPLIT_NODES`` nodes, the per-round streaming kernels below
+``MIN_PARALLEL_STREAM_ROWS`` rows, prediction and SHAP below ``SERIAL_PREDICT_ROWS``
 rows), so a test on a few thousand rows compares a serial fit with a serial fit
 unless it lowers those thresholds: ``split_finely`` sets them to ``FINE``.
 
@@ -38,7 +39,8 @@ from bonsai.nodes import START, STOP
 
 #: work-split thresholds that cut a few hundred rows between threads
 FINE = {"MIN_ROWS_PER_THREAD": 64, "MIN_PARTITION_ROWS_PER_THREAD": 64,
-        "MIN_PARALLEL_SPLIT_NODES": 1, "SERIAL_PREDICT_ROWS": 32,
+        "MIN_PARALLEL_SPLIT_NODES": 1, "MIN_PARALLEL_STREAM_ROWS": 64,
+        "MIN_PARALLEL_MAX_ABS_ROWS": 64, "SERIAL_PREDICT_ROWS": 32,
         "MIN_PARALLEL_PREDICT_WORK": 32}
 
 #: the parallel kernels the prediction and SHAP paths call from Python: (module, name)
