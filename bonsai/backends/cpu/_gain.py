@@ -276,7 +276,7 @@ def _set_gain(slots, la, lc2, tots, parents, cfs, scales, ccfg, min_child_sample
 
 @njit(cache=True, nogil=True)
 def category_split(hist, slots, base, nv, tots, parents, cfs, scales, cfg, cat,
-                   min_child_samples, level, out_bits):
+                   min_child_samples, level, out_bits, work_i=None, work_f=None):
     """Best set of categories of one feature (value bins ``base..base+nv-1``) to send
     left, at one node (``level`` False) or shared by an oblivious level's nodes
     (``level`` True, gains summed: ``_set_gain``), by LightGBM's rules (one against
@@ -289,21 +289,34 @@ def category_split(hist, slots, base, nv, tots, parents, cfs, scales, cfg, cat,
     took 22-23 instead of 20 us).  Writes the set into ``out_bits (W,)`` uint64 (bit b
     of word b // 64: bin b left).  Returns (gain, a, c2): its gain, -inf (no bit set,
     a = c2 = 0) when no set is allowed, and the first node's left cell sums, kept as
-    the search goes (a second pass over the bins cost 0.05-0.2 us per feature-node)."""
+    the search goes (a second pass over the bins cost 0.05-0.2 us per feature-node).
+
+    ``work_i (2, >= max(nv, 2 * len(slots)))`` int64 and ``work_f (1, >= nv)`` float64:
+    scratch to use instead of allocating (``split.split_work``), or None (each is
+    then allocated; numba prunes the branch not taken as it compiles)."""
     packed = scales.packed != 0.0
     ccfg = child_settings(cfg, cat)
     plain = plain_gain(ccfg)
     out_bits[:] = 0
-    used = np.empty(nv, np.int64)
-    key = np.empty(nv)
+    m = len(slots)
+    if work_i is None:
+        used = np.empty(nv, np.int64)
+        la = np.empty(m, np.int64)
+        lc2 = np.empty(m, np.int64)
+    else:
+        used = work_i[0]
+        la = work_i[1, :m]
+        lc2 = work_i[1, m:2 * m]
+    if work_f is None:
+        key = np.empty(nv)
+    else:
+        key = work_f[0]
     n_used = _usable_categories(hist, slots, base, nv, cfs, scales, cat, used, key)
     best = NEG_INF
     ba = np.int64(0)
     bc2 = np.int64(0)
     if n_used <= 1:
         return best, ba, bc2
-    la = np.empty(len(slots), np.int64)
-    lc2 = np.empty(len(slots), np.int64)
     if n_used <= np.int64(cat.max_cat_to_onehot):
         pick = -1
         for k in range(n_used):
@@ -337,14 +350,15 @@ def category_split(hist, slots, base, nv, tots, parents, cfs, scales, cfg, cat,
 
 @njit(cache=True, nogil=True)
 def scan_categorical(hist, slot, base, nv, tot, cf, scales, cfg, cat, min_child_samples,
-                     out_bits, out_lsum):
+                     out_bits, out_lsum, work_i=None, work_f=None):
     """``category_split`` at one node: the histogram ``hist[slot]``, its decoded sums
     ``tot (3,)`` and rows per hessian unit ``cf``.  Also writes the chosen set's
-    decoded left sums into ``out_lsum (3,)`` (zeros when there is none)."""
+    decoded left sums into ``out_lsum (3,)`` (zeros when there is none).  ``work_i``,
+    ``work_f``: scratch as ``category_split``'s, or None."""
     parent = score(tot[0] * scales.inv_grad, tot[1] * scales.inv_hess, cfg)
     gain, a, c2 = category_split(hist, (slot,), base, nv, ((tot[0], tot[1], tot[2]),),
                                  (parent,), (cf,), scales, cfg, cat, min_child_samples, False,
-                                 out_bits)
+                                 out_bits, work_i, work_f)
     packed, cbits, mask = cell_format(scales)
     out_lsum[0], out_lsum[1], out_lsum[2] = decode(a, c2, packed, cbits, mask, cf)
     return gain

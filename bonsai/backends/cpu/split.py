@@ -27,7 +27,8 @@ from ._gain import (LOW32, NEG_INF, bin_sums, cell_format, decode, leaf_score,
                     leaf_weights, node_totals, plain_gain, scan_categorical, split_gain)
 from ._jit import parallel_kernel
 
-__all__ = ["NEG_INF", "leaf_weights", "find_best_splits", "max_value_bins", "range_sums"]
+__all__ = ["NEG_INF", "leaf_weights", "find_best_splits", "max_value_bins", "range_sums",
+           "split_work"]
 
 
 @njit(cache=True, nogil=True)
@@ -128,20 +129,33 @@ def _gains(ea, ec, k, mg, mh, mc, tg, th, tc, packed, cbits, mask, cf, scales, c
 
 
 @njit(cache=True, nogil=True)
+def split_work(max_nv, words):
+    """``_best_split``'s scratch for one node at a time: (work_i (2, max_nv + 2) int64,
+    work_f (2, max_nv + 2) float64, cat_bits (words,) uint64, cat_lsum (3,) int64).
+    A serial scan allocates it once for all its nodes (leaf-wise: once a tree); each
+    node's scan allocating its own cost ~20 allocations a split on data with three
+    categorical features."""
+    return (np.empty((2, max_nv + 2), np.int64), np.empty((2, max_nv + 2)),
+            np.empty(words, np.uint64), np.empty(3, np.int64))
+
+
+@njit(cache=True, nogil=True)
 def _best_split(hist, slot, sub_slot, n_rows, feat_off, n_value_bins, feature_mask, is_cat,
-                cat_cfg, scales, cfg, min_child_samples, max_nv, out_lsum, out_sums, out_bits):
+                cat_cfg, scales, cfg, min_child_samples, out_lsum, out_sums, out_bits, work):
     """One node of ``find_best_splits``: its prange body, as a function compiled once
     for the parallel kernel and its serial twin.  Returns (gain, feature, bin,
     default_left); writes the left sums ``out_lsum (3,)``, the node sums
     ``out_sums (3,)`` and, for a categorical split (bin -1), the left categories'
-    bitset ``out_bits (W,)`` (zeros otherwise)."""
+    bitset ``out_bits (W,)`` (zeros otherwise).  ``work``: ``split_work``'s scratch
+    (overwritten)."""
     n_features = n_value_bins.shape[0]
     packed, cbits, mask = cell_format(scales)
     plain = plain_gain(cfg)
-    ea = np.empty(max_nv, np.int64)
-    ec = np.empty(max_nv, np.int64)
-    g0 = np.empty(max_nv)
-    g1 = np.empty(max_nv)
+    work_i, work_f, bits, lsum = work
+    ea = work_i[0]
+    ec = work_i[1]
+    g0 = work_f[0]
+    g1 = work_f[1]
     H = hist[slot]
     sub = sub_slot >= 0
     S = hist[sub_slot] if sub else H
@@ -222,13 +236,12 @@ def _best_split(hist, slot, sub_slot, n_rows, feat_off, n_value_bins, feature_ma
     # so a numeric fit never compiles ``scan_categorical``.
     out_bits[:] = 0
     if is_cat is not None:
-        bits = np.empty_like(out_bits)
-        lsum = np.empty(3, np.int64)
         for f in range(n_features):
             if feature_mask[f] == 0 or is_cat[f] == 0:
                 continue
+            # the numeric scan is done: its buffers hold the category search's
             cg = scan_categorical(hist, slot, feat_off[f], n_value_bins[f], tot, cf, scales,
-                                  cfg, cat_cfg, min_child_samples, bits, lsum)
+                                  cfg, cat_cfg, min_child_samples, bits, lsum, work_i, work_f)
             if cg > best:
                 best = cg
                 bf = f
@@ -289,11 +302,12 @@ def find_best_splits(hist, slots, sub_slots, node_rows, feat_off, n_value_bins, 
     out_bits : (m, W) uint64, OUT -- a categorical split's left categories (bin -1)
     """
     max_nv = max_value_bins(n_value_bins)
+    words = out_bits.shape[1]
     for i in prange(slots.shape[0]):
         g, f, b, dl = _best_split(hist, slots[i], sub_slots[i], node_rows[i], feat_off,
                                   n_value_bins, feature_mask[i], is_cat, cat_cfg, scales, cfg,
-                                  min_child_samples, max_nv, out_left_sums[i], out_node_sums[i],
-                                  out_bits[i])
+                                  min_child_samples, out_left_sums[i], out_node_sums[i],
+                                  out_bits[i], split_work(max_nv, words))
         out_gain[i] = g
         out_feature[i] = f
         out_bin[i] = b

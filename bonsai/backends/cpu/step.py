@@ -262,14 +262,16 @@ def build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, packed, id
 @njit(cache=True, nogil=True)
 def scan_children(hist, child_rows, child_slot, sub, feat_off, n_value_bins, masks,
                   is_cat, cat_cfg, scales, cfg, min_child_samples, par, out_gain,
-                  out_feature, out_bin, out_default_left, out_left_sums, out_sums, out_bits):
+                  out_feature, out_bin, out_default_left, out_left_sums, out_sums, out_bits,
+                  work=None):
     """Best split of every child with a slot (``split.find_best_splits``, the larger
     children subtracting ``sub`` first; ``child_rows`` their row counts over every
     shard); the others get gain -inf, feature -1.  In parallel from
-    ``min_parallel_nodes`` children (``par``: see ``thread_plan``)."""
+    ``min_parallel_nodes`` children (``par``: see ``thread_plan``).  On one thread the
+    children are scanned straight into the outputs with ``work`` (``split.split_work``
+    scratch, allocated here when None)."""
     min_parallel_nodes = thread_plan(par)[3]
     m2 = child_slot.shape[0]
-    e_child = np.empty(m2, np.int64)
     n_e = np.int64(0)      # not a literal 0: one compiled split_outputs
     for c in range(m2):
         out_gain[c] = _split.NEG_INF
@@ -278,30 +280,41 @@ def scan_children(hist, child_rows, child_slot, sub, feat_off, n_value_bins, mas
         out_default_left[c] = 0
         out_bits[c] = 0
         if child_slot[c] >= 0:
-            e_child[n_e] = c
             n_e += 1
     if n_e == 0:
         return
+    if par is None or n_e < min_parallel_nodes:
+        # find_best_splits.serial's loop, without compiling it as one more layer
+        if work is None:
+            w = _split.split_work(_split.max_value_bins(n_value_bins), out_bits.shape[1])
+        else:
+            w = work
+        for c in range(m2):
+            if child_slot[c] < 0:
+                continue
+            out_gain[c], out_feature[c], out_bin[c], out_default_left[c] = _split._best_split(
+                hist, child_slot[c], sub[c], child_rows[c], feat_off, n_value_bins, masks[c],
+                is_cat, cat_cfg, scales, cfg, min_child_samples, out_left_sums[c], out_sums[c],
+                out_bits[c], w)
+        return
+    e_child = np.empty(n_e, np.int64)
     e_slot = np.empty(n_e, np.int64)
     e_sub = np.empty(n_e, np.int64)
     e_rows = np.empty(n_e, np.int64)
     e_mask = np.empty((n_e, masks.shape[1]), np.uint8)
-    for j in range(n_e):
-        c = e_child[j]
+    j = 0
+    for c in range(m2):
+        if child_slot[c] < 0:
+            continue
+        e_child[j] = c
         e_slot[j] = child_slot[c]
         e_sub[j] = sub[c]
         e_rows[j] = child_rows[c]
         copy_row(e_mask[j], masks[c])
+        j += 1
     gain, feat, bb, dl, lsum, sums, bits = split_outputs(n_e, out_bits.shape[1])
-    if par is not None and n_e >= min_parallel_nodes:
-        _scan_par(hist, e_slot, e_sub, e_rows, feat_off, n_value_bins, e_mask, is_cat, cat_cfg,
-                  scales, cfg, min_child_samples, gain, feat, bb, dl, lsum, sums, bits)
-    else:   # find_best_splits.serial's loop, without compiling it as one more layer
-        max_nv = _split.max_value_bins(n_value_bins)
-        for j in range(n_e):
-            gain[j], feat[j], bb[j], dl[j] = _split._best_split(
-                hist, e_slot[j], e_sub[j], e_rows[j], feat_off, n_value_bins, e_mask[j], is_cat,
-                cat_cfg, scales, cfg, min_child_samples, max_nv, lsum[j], sums[j], bits[j])
+    _scan_par(hist, e_slot, e_sub, e_rows, feat_off, n_value_bins, e_mask, is_cat, cat_cfg,
+              scales, cfg, min_child_samples, gain, feat, bb, dl, lsum, sums, bits)
     for j in range(n_e):
         c = e_child[j]
         out_gain[c] = gain[j]
@@ -353,6 +366,11 @@ def split_nodes(layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, 
     grow = leafwise is not None
     front, fgain, n_front, n_leaves, free, n_free, max_leaves, max_depth, slack = _lw_start(
         leafwise, t_gain)
+    # the children's split outputs and the serial scan's scratch, allocated once for
+    # every step of this call (a leaf-wise tree: one step a split; only 2m rows used)
+    gain, c_feature, c_bin, c_dl, left_sums, sums, c_bits = split_outputs(
+        max(2 * batch.shape[0], 2), t_bits.shape[1])
+    work = _split.split_work(_split.max_value_bins(n_value_bins), t_bits.shape[1])
     while True:        # one split step (the only one without ``leafwise``)
         m = batch.shape[0]
         root = m == 0
@@ -380,11 +398,9 @@ def split_nodes(layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, 
         if b_start.shape[0] > 0:
             build(layout, X_dense, sp_ptr, sp_bins, sp_default, feat_off, gh, packed, idx,
                   identity and root, b_start, b_stop, b_slot, scratch_slots, par, hist)
-        gain, c_feature, c_bin, c_dl, left_sums, sums, c_bits = split_outputs(child_slot.shape[0],
-                                                                              t_bits.shape[1])
         scan_children(hist, child_rows, child_slot, sub, feat_off, n_value_bins, masks,
                       is_cat, cat_cfg, scales, cfg, min_child_samples, par, gain,
-                      c_feature, c_bin, c_dl, left_sums, sums, c_bits)
+                      c_feature, c_bin, c_dl, left_sums, sums, c_bits, work)
         if root:
             t_gain[0] = gain[0]
             t[0, FEATURE] = c_feature[0]
