@@ -69,6 +69,30 @@ def test_only_where_it_applies(side_calls):
     assert side_calls == [2, 2, 2]
 
 
+def test_side_by_side_where_one_tree_would_cut_its_rows(side_calls, monkeypatch):
+    """Up to ``MAX_SIDE_ROWS`` rows the class trees go side by side even where one
+    tree's split step would run on both threads (the thresholds lowered so that 3000
+    rows are cut), with the model bytes of the trees grown in turn; above it they are
+    grown in turn."""
+    from bonsai.backends import cpu
+    monkeypatch.setattr(cpu, "MIN_ROWS_PER_THREAD", 64)
+    assert cpu.thread_plan(3000, 100, 2) is not None
+    X, y = _data()
+    p = dict(objective="multiclass", num_class=5, n_estimators=6, grow_policy="leafwise",
+             max_leaves=15)
+
+    def fit(threads):
+        return bonsai.train(dict(p, n_threads=threads),
+                            bonsai.Dataset(X, label=y)).model_to_string()
+
+    side = fit(2)
+    assert side_calls == [2] * 6
+    monkeypatch.setattr(class_trees, "MAX_SIDE_ROWS", 2999)
+    in_turn = fit(2)
+    assert side_calls == [2] * 6                # 3000 rows > MAX_SIDE_ROWS: in turn
+    assert side == in_turn == fit(1)
+
+
 def test_a_workers_error_reaches_the_caller(monkeypatch):
     """An error on a worker thread is raised by ``train`` after every worker is done."""
     from bonsai.grow import Grower
