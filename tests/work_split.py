@@ -34,6 +34,7 @@ from bonsai.backends.cpu import predict as _pred
 from bonsai.backends.cpu import predict_binned as _heaps
 from bonsai.backends.cpu import shap as _shap
 from bonsai.backends.cpu import step as _step
+from bonsai import class_trees as _class_trees
 from bonsai import grow as _grow
 from bonsai.nodes import START, STOP
 
@@ -51,9 +52,13 @@ KERNELS = ((_shap, "shap_values"), (_shap, "shap_interactions"), (_pred, "predic
 
 def split_finely(set_attr=setattr):
     """Lower the backend's work-split thresholds to ``FINE`` (``set_attr``:
-    ``monkeypatch.setattr`` in a test, so they are restored afterwards)."""
+    ``monkeypatch.setattr`` in a test, so they are restored afterwards).  A
+    multiclass round's trees are then grown in turn, each split step on every thread,
+    instead of side by side (``class_trees.MAX_SIDE_ROWS``; side by side is compared
+    with in turn in ``test_class_trees.py``)."""
     for name, value in FINE.items():
         set_attr(cpu, name, value)
+    set_attr(_class_trees, "MAX_SIDE_ROWS", -1)
 
 
 def _plan_threads(starts, stops, n_threads, min_rows):
