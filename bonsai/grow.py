@@ -143,9 +143,11 @@ class Grower:
         return out
 
     # ---- the grow loop ---------------------------------------------------------
-    def grow(self, scales, idx, n_total, rng):
+    def grow(self, scales, idx, n_total, seed):
         """Grow one tree on this shard's rows ``idx`` (``n_total`` over every shard)
-        with the integer gradient cells the builder holds (``scales``).
+        with the integer gradient cells the builder holds (``scales``); ``seed``
+        (random_state, round, output) seeds its column sampling (the generator is
+        made only when a column fraction is below 1: making one costs ~12 us a tree).
 
         Returns (tree, leaf_nodes, leaf_start, leaf_stop): leaf ranges index ``idx``,
         which is left partitioned by leaf.  Leaf values are unshrunk optimal weights.
@@ -154,6 +156,8 @@ class Grower:
         nodes = self.nodes
         nodes.reset()
         n_features = self.n_value_bins.shape[0]
+        rng = (None if self.colsample == (1.0, 1.0, 1.0)
+               else np.random.default_rng(list(seed)))
         state = {"rng": rng, "level": {},
                  "tree": self._sample(rng, np.arange(n_features), self.colsample[0])}
         root = nodes.add(0, idx.shape[0], 0, -1, n_total)

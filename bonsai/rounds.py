@@ -9,6 +9,8 @@ training rows, the out-of-bag rows and the valid sets.
     vector leaves: quantize every output -> grow ONE tree (K values a node) -> shrink
                    raw[k] += column k of the leaf values, every k
 """
+import math
+
 import numpy as np
 
 from . import comm as _comm_mod
@@ -83,8 +85,7 @@ def _grow_output(p, grower, scores, backend, objective, k, it, n_rows, n_total, 
     scales = _quantized(objective, it, lambda: scores.quantize(
         builder, k, n_total, p.grad_quant_bins, seed, comm, segs))
     idx = _tree_rows(scores, builder, n_rows, rows)
-    tree, leaves, l0, l1 = grower.grow(scales, idx, n_total,
-                                       np.random.default_rng([p.random_state, it, k]))
+    tree, leaves, l0, l1 = grower.grow(scales, idx, n_total, (p.random_state, it, k))
     if p.quantized_grad:
         with stage("renew_leaves"):
             grower.renew_exact(tree, leaves, l0, l1, grad[k], hess[k], idx)
@@ -136,14 +137,29 @@ def _check_margins(booster, scores, tree, k, it, p):
     """A new tree's values are finite and keep the model's margins within float64
     (``model_file.margin_bounds``, the rule the model file reader applies), else
     ValueError: training diverged.  The running bounds live on ``scores`` (this fit's)."""
-    from .io.model_file import margin_bounds
+    from .io.model_file import MARGIN_OVERFLOW, margin_bounds
     bounds = getattr(scores, "margin_bounds", None)
     try:
-        if not np.all(np.isfinite(tree.value)):
+        scalar = tree.value.ndim == 1
+        if scalar:      # its smallest and largest value (``margin_bounds``' for one tree)
+            lo_v, hi_v = float(tree.value.min()), float(tree.value.max())
+            # min and max are NaN when a value is, and +-inf when one is
+            finite = math.isfinite(lo_v) and math.isfinite(hi_v)
+        else:
+            finite = bool(np.all(np.isfinite(tree.value)))
+        if not finite:
             raise ValueError("a leaf value is not finite")
         if bounds is None:
             base = [float(v) for v in booster.base_score]
             bounds = margin_bounds(booster.trees, booster.tree_class, (base, list(base)))
+        if scalar:
+            lo, hi = bounds
+            lo[k] += lo_v
+            hi[k] += hi_v
+            if not (math.isfinite(lo[k]) and math.isfinite(hi[k])):
+                raise ValueError(MARGIN_OVERFLOW)
+            scores.margin_bounds = bounds
+            return
         scores.margin_bounds = margin_bounds([tree], [k], bounds)
     except ValueError as e:
         raise ValueError(f"the model diverged at iteration {it}: {e} (learning_rate="
@@ -158,8 +174,7 @@ def _grow_vector(p, booster, objective, grower, backend, evals, it, k_out, comm,
     builder = grower.builder
     scales = _quantized(objective, it, lambda: scores.quantize_all(builder, n_total, comm))
     idx = _tree_rows(scores, builder, n_rows, rows)
-    tree, leaves, l0, l1 = grower.grow(scales, idx, n_total,
-                                       np.random.default_rng([p.random_state, it, 0]))
+    tree, leaves, l0, l1 = grower.grow(scales, idx, n_total, (p.random_state, it, 0))
     tree.value[:] *= p.learning_rate
     _check_margins(booster, scores, tree, 0, it, p)
     with stage("score_update"):

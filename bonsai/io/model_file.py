@@ -285,6 +285,11 @@ def _check_cat_features(td, n_codes):
                                  "that is not categorical")
 
 
+#: ``margin_bounds``' error: some row's margin could leave float64
+MARGIN_OVERFLOW = ("tree values (with base_score) can add up to a margin beyond float64; "
+                   "the leaf values are too large")
+
+
 def margin_bounds(trees, tree_class, bounds):
     """Add ``trees`` to the running margin bounds ``bounds = (lo, hi)`` (lists, one
     entry per output, starting at base_score): each tree adds its smallest and largest
@@ -299,8 +304,7 @@ def margin_bounds(trees, tree_class, bounds):
             lo[c + j] += float(tmin[j])
             hi[c + j] += float(tmax[j])
             if not (math.isfinite(lo[c + j]) and math.isfinite(hi[c + j])):
-                raise ValueError("tree values (with base_score) can add up to a margin "
-                                 "beyond float64; the leaf values are too large")
+                raise ValueError(MARGIN_OVERFLOW)
     return lo, hi
 
 
