@@ -74,12 +74,18 @@ def max_abs(grad, hess, out):
 def quantize_gradients(grad, hess, scale_g, scale_h, count_bits, out):
     """``out[i] = (rint(grad[i] * scale_g), rint(hess[i] * scale_h) * 2**count_bits + 1)``.
 
-    grad, hess : (n,) float32, IN ; out : (n, 2) int64, OUT
+    Written through a flat view of ``out``: with the 2-D ``out[i, 0]`` LLVM does not
+    see that the two cells of a row are adjacent (numba reads the strides at run time),
+    and leaves the loop scalar (34k rows: 55 -> 16 us, the same cells).
+
+    grad, hess : (n,) float32, IN ; out : (n, 2) int64, C-contiguous, OUT
     """
     one = np.int64(1)
+    cb = np.int64(count_bits)
+    flat = out.reshape(out.size)
     for i in prange(grad.shape[0]):
-        out[i, 0] = np.int64(np.rint(np.float64(grad[i]) * scale_g))
-        out[i, 1] = (np.int64(np.rint(np.float64(hess[i]) * scale_h)) << count_bits) + one
+        flat[2 * i] = np.int64(np.rint(np.float64(grad[i]) * scale_g))
+        flat[2 * i + 1] = (np.int64(np.rint(np.float64(hess[i]) * scale_h)) << cb) + one
 
 
 @njit(cache=True, nogil=True, forceinline=True)
