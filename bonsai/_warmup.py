@@ -20,8 +20,7 @@ def _parallel_thresholds():
     cpu = get_backend(HOST)
     cells = kernels("binning")      # binning and layout kernels: by cell count
     names = ("MIN_ROWS_PER_THREAD", "MIN_PARTITION_ROWS_PER_THREAD", "MIN_PARALLEL_SPLIT_NODES",
-             "MIN_PARALLEL_MAX_ABS_ROWS", "MIN_PARALLEL_STREAM_ROWS", "SERIAL_PREDICT_ROWS",
-             "MIN_PARALLEL_PREDICT_WORK")
+             "MIN_PARALLEL_STREAM_ROWS", "SERIAL_PREDICT_ROWS", "MIN_PARALLEL_PREDICT_WORK")
     saved = {n: getattr(cpu, n) for n in names}
     saved_cells = cells.PARALLEL_CELLS
     try:

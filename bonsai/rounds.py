@@ -137,29 +137,17 @@ def _check_margins(booster, scores, tree, k, it, p):
     """A new tree's values are finite and keep the model's margins within float64
     (``model_file.margin_bounds``, the rule the model file reader applies), else
     ValueError: training diverged.  The running bounds live on ``scores`` (this fit's)."""
-    from .io.model_file import MARGIN_OVERFLOW, margin_bounds
+    from .io.model_file import margin_bounds
     bounds = getattr(scores, "margin_bounds", None)
     try:
-        scalar = tree.value.ndim == 1
-        if scalar:      # its smallest and largest value (``margin_bounds``' for one tree)
-            lo_v, hi_v = float(tree.value.min()), float(tree.value.max())
-            # min and max are NaN when a value is, and +-inf when one is
-            finite = math.isfinite(lo_v) and math.isfinite(hi_v)
-        else:
-            finite = bool(np.all(np.isfinite(tree.value)))
-        if not finite:
+        v = tree.value
+        # min and max are NaN when a value is, and +-inf when one is (cheaper than
+        # np.isfinite over the values: this runs once a tree)
+        if not (math.isfinite(float(v.min())) and math.isfinite(float(v.max()))):
             raise ValueError("a leaf value is not finite")
         if bounds is None:
-            base = [float(v) for v in booster.base_score]
+            base = [float(b) for b in booster.base_score]
             bounds = margin_bounds(booster.trees, booster.tree_class, (base, list(base)))
-        if scalar:
-            lo, hi = bounds
-            lo[k] += lo_v
-            hi[k] += hi_v
-            if not (math.isfinite(lo[k]) and math.isfinite(hi[k])):
-                raise ValueError(MARGIN_OVERFLOW)
-            scores.margin_bounds = bounds
-            return
         scores.margin_bounds = margin_bounds([tree], [k], bounds)
     except ValueError as e:
         raise ValueError(f"the model diverged at iteration {it}: {e} (learning_rate="

@@ -41,7 +41,7 @@ from bonsai.nodes import START, STOP
 #: work-split thresholds that cut a few hundred rows between threads
 FINE = {"MIN_ROWS_PER_THREAD": 64, "MIN_PARTITION_ROWS_PER_THREAD": 64,
         "MIN_PARALLEL_SPLIT_NODES": 1, "MIN_PARALLEL_STREAM_ROWS": 64,
-        "MIN_PARALLEL_MAX_ABS_ROWS": 64, "SERIAL_PREDICT_ROWS": 32,
+        "SERIAL_PREDICT_ROWS": 32,
         "MIN_PARALLEL_PREDICT_WORK": 32}
 
 #: the parallel kernels the prediction and SHAP paths call from Python: (module, name)

@@ -285,11 +285,6 @@ def _check_cat_features(td, n_codes):
                                  "that is not categorical")
 
 
-#: ``margin_bounds``' error: some row's margin could leave float64
-MARGIN_OVERFLOW = ("tree values (with base_score) can add up to a margin beyond float64; "
-                   "the leaf values are too large")
-
-
 def margin_bounds(trees, tree_class, bounds):
     """Add ``trees`` to the running margin bounds ``bounds = (lo, hi)`` (lists, one
     entry per output, starting at base_score): each tree adds its smallest and largest
@@ -298,13 +293,17 @@ def margin_bounds(trees, tree_class, bounds):
     every model it writes loads."""
     lo, hi = bounds
     for tree, c in zip(trees, tree_class):
-        tmin = np.atleast_1d(tree.value.min(axis=0))
-        tmax = np.atleast_1d(tree.value.max(axis=0))
-        for j in range(tmin.shape[0]):
-            lo[c + j] += float(tmin[j])
-            hi[c + j] += float(tmax[j])
+        v = tree.value
+        if v.ndim == 1:     # a scalar tree: two floats (the trainer checks every tree)
+            mins, maxs = (float(v.min()),), (float(v.max()),)
+        else:
+            mins, maxs = v.min(axis=0).tolist(), v.max(axis=0).tolist()
+        for j, (tmin, tmax) in enumerate(zip(mins, maxs)):
+            lo[c + j] += tmin
+            hi[c + j] += tmax
             if not (math.isfinite(lo[c + j]) and math.isfinite(hi[c + j])):
-                raise ValueError(MARGIN_OVERFLOW)
+                raise ValueError("tree values (with base_score) can add up to a margin "
+                                 "beyond float64; the leaf values are too large")
     return lo, hi
 
 

@@ -67,9 +67,6 @@ MIN_PARALLEL_BINS = 1 << 16
 #: 826 / 515, 1649 / 921, 2303 / 1376.  A 43k-row leaf-wise fit (300 trees of 63
 #: leaves) took 0.69 s on 2 threads against 0.55 s on one before this threshold.
 MIN_PARALLEL_STREAM_ROWS = 1 << 19
-#: ``max_abs`` takes chunks of ``MAX_ABS_CHUNK`` rows: in parallel from two chunks
-#: and ``MIN_PARALLEL_STREAM_ROWS`` rows
-MIN_PARALLEL_MAX_ABS_ROWS = 2 * _hist.MAX_ABS_CHUNK
 
 
 def thread_plan(n_rows, n_bins_total, n_threads):
@@ -121,7 +118,7 @@ def quantize_multi(grad, hess, n_rows, out, comm=LOCAL):
     for k in range(n_out):
         m = np.zeros(2)
         if grad.shape[1]:
-            _pick(_hist.max_abs, _parallel_stream(grad.shape[1], MIN_PARALLEL_MAX_ABS_ROWS))(
+            _pick(_hist.max_abs, _parallel_stream(grad.shape[1]))(
                 grad[k], hess[k], m)
         s = tree_scales(m[0], m[1], 0.0, n_rows, False, 0, comm)
         sc[:, k] = (s.grad, s.hess, s.inv_grad, s.inv_hess)
@@ -154,7 +151,7 @@ def quantize(grad, hess, n_rows, out, quant_bins=0, seed=0, comm=LOCAL, segs=Non
     """
     m = np.zeros(2)
     if grad.size:
-        _pick(_hist.max_abs, _parallel_stream(grad.shape[0], MIN_PARALLEL_MAX_ABS_ROWS))(grad, hess, m)
+        _pick(_hist.max_abs, _parallel_stream(grad.shape[0]))(grad, hess, m)
     packed = out.shape[1] == 1
     neg = float(-np.min(hess)) if (packed and hess.size) else 0.0
     scales = tree_scales(m[0], m[1], neg, n_rows, packed, quant_bins, comm)
@@ -227,10 +224,11 @@ def _parallel_rows(n, min_rows=None):
             and numba.get_num_threads() > 1)
 
 
-def _parallel_stream(n, min_rows=0):
+def _parallel_stream(n):
     """``_parallel_rows`` for a streaming kernel over ``n`` rows: from
-    ``MIN_PARALLEL_STREAM_ROWS`` rows (and ``min_rows``)."""
-    return _parallel_rows(n, max(MIN_PARALLEL_STREAM_ROWS, min_rows))
+    ``MIN_PARALLEL_STREAM_ROWS`` rows (above the partition's and ``max_abs``' own
+    two-chunk minimum, which it replaces)."""
+    return _parallel_rows(n, MIN_PARALLEL_STREAM_ROWS)
 
 
 def subtract_histograms(pool, parent_slots, child_slots):
@@ -322,7 +320,7 @@ def partition_nodes(X_cols, idx, tmp, starts, stops, feature, bin_, default_left
 
 def fill_range(idx):
     """``idx[i] = i``."""
-    _pick(_part.fill_range, _parallel_stream(idx.shape[0], 2 * MIN_PARTITION_ROWS_PER_THREAD))(idx)
+    _pick(_part.fill_range, _parallel_stream(idx.shape[0]))(idx)
 
 
 def _segs(segs, n):
