@@ -354,6 +354,33 @@ def _children_cpu_s() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
+class contention:
+    """``with contention(n):`` keeps ``n`` cores busy for the block with processes that
+    spin in a Python loop: a noisy neighbour on purpose (``bench_small.py --contend``),
+    to measure how each library's threads cope with a core they cannot have.  The
+    spinners run from before the child starts until after it ends, so the run is
+    flagged BUSY (``busy_note``), as it should be."""
+
+    def __init__(self, n_cores: int):
+        self.n = int(n_cores)
+        self.procs: list[subprocess.Popen] = []
+
+    def __enter__(self):
+        self.procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                      for _ in range(self.n)]
+        if self.procs:
+            time.sleep(0.3)          # let them reach the loop
+        return self
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            p.kill()
+        for p in self.procs:
+            p.wait(timeout=30)
+        self.procs = []
+        return False
+
+
 def run_child(argv: list[str], env: dict, timeout: float, cwd=None,
               raw: bool = False) -> dict:
     """Run ``python argv...`` in a fresh process (in ``cwd``, default the repository

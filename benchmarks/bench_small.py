@@ -2,7 +2,7 @@
 
     python benchmarks/bench_small.py --entries all|generated|real|NAME,... --repeats 3 \
         --threads 2 --libs bonsai,lightgbm,xgboost,catboost [--scale F] [--rounds N] \
-        [--json out.json]
+        [--contend N] [--json out.json]
 
 Entries (``_small_data.py``): six generated tables of 8k-262k rows and 7-41 columns
 with pandas ``category`` columns (3 to ~4k categories) and missing values (one column
@@ -24,6 +24,10 @@ timed fit uses), the peak RSS reset, then ``.fit`` is timed (wall and process CP
 time) and the test rows scored.  ``peak MiB`` is the peak RSS of the timed fit over
 the data baseline (so the imported library counts, as in ``bench_fit.py``), ``lib MiB``
 what import + warm-up left resident, ``fit MiB`` the peak over that.
+
+``--contend N`` keeps N cores busy with spinning processes while each child runs (a
+noisy neighbour on purpose, as on a shared machine or a CI runner): how each library's
+threads cope with a core they cannot have.
 
 ``us/split`` = fit seconds / the model's splits (bonsai ``sum(t.n_leaves - 1)`` over
 ``booster_.trees``, LightGBM from ``dump_model()``, XGBoost from its text dump).
@@ -190,14 +194,17 @@ def run_entry(entry, libs, args):
           f"columns, {e.task}{f' ({e.n_classes} classes)' if e.task == 'multiclass' else ''}"
           f", categorical levels {cats or 'none'}, NaN {np.isnan(Xtr).mean():.1%}; "
           f"{e.describe}; {args.rounds} rounds, {LEAVES} leaves leaf-wise, threads "
-          f"{args.threads}", flush=True)
+          f"{args.threads}"
+          + (f"; {args.contend} core(s) kept busy by spinning processes (--contend)"
+             if args.contend else ""), flush=True)
     results = {lib: [] for lib in libs}
     for rep in range(args.repeats):
         for lib in libs:
             argv = [os.path.abspath(__file__), "--worker", lib, "--entries", entry,
                     "--threads", str(args.threads), "--rounds", str(args.rounds),
                     "--scale", str(args.scale)]
-            res = C.run_child(argv, C.child_env(args.threads), args.timeout)
+            with C.contention(args.contend):
+                res = C.run_child(argv, C.child_env(args.threads), args.timeout)
             res.setdefault("lib", lib)
             results[lib].append(res)
             line = (f"ERROR {res['error']}" if "error" in res else
@@ -260,6 +267,9 @@ def main(argv=None):
     ap.add_argument("--scale", type=float, default=1.0,
                     help="generated entries' rows times this (smoke runs; min 2000 rows)")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per child")
+    ap.add_argument("--contend", type=int, default=0,
+                    help="keep this many cores busy with spinning processes during each "
+                    "run (a deliberate noisy neighbour; the runs are then flagged BUSY)")
     ap.add_argument("--json", default=None, help="also write raw results here")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -270,6 +280,8 @@ def main(argv=None):
                         ("rounds", args.rounds)):
         if value < 1:
             ap.error(f"--{name} must be >= 1, got {value}")
+    if args.contend < 0:
+        ap.error(f"--contend must be >= 0, got {args.contend}")
     if not args.scale > 0:
         ap.error(f"--scale must be > 0, got {args.scale}")
     libs = [s.strip() for s in args.libs.split(",") if s.strip()]
@@ -285,7 +297,8 @@ def main(argv=None):
         ap.error(f"unknown entries {bad}; choose from {groups['all']}, generated, real, all")
     print(f"bench_small: python {sys.version.split()[0]}, numpy {np.__version__}, threads "
           f"{args.threads}, repeats {args.repeats}, rounds {args.rounds}, scale {args.scale}, "
-          f"libs {','.join(libs)}; load average {os.getloadavg()[0]:.2f}")
+          f"libs {','.join(libs)}, contend {args.contend}; load average "
+          f"{os.getloadavg()[0]:.2f}")
     summaries, all_results = {}, {}
     for entry in entries:
         summ, res = run_entry(entry, libs, args)
