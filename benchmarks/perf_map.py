@@ -4,8 +4,8 @@
 Importing this module in the profiled process registers an exit hook that writes
 ``/tmp/perf-<pid>.map``, the file ``perf`` reads for JIT code: one line per function
 of every compiled overload of every numba dispatcher in a ``bonsai`` module (the
-serial twins of the parallel kernels included), with the symbols and sizes ``nm``
-reads from each overload's object code.  Only overloads compiled in this process
+serial twins of the parallel kernels included): the names and sizes ``nm`` reads from
+each overload's object code, at the addresses the loaded library gives those names.  Only overloads compiled in this process
 have their object code at hand, so profile with an empty numba cache::
 
     NUMBA_CACHE_DIR=$(mktemp -d) perf record -k CLOCK_MONOTONIC -F 4000 -o fit.data \\
@@ -35,12 +35,12 @@ def _libraries():
             for disp in (value, getattr(value, "serial", None)):
                 if isinstance(disp, CPUDispatcher):
                     for cres in disp.overloads.values():
-                        libs[id(cres.library)] = (cres.library, cres.fndesc.llvm_func_name)
+                        libs[id(cres.library)] = cres.library
     return libs.values()
 
 
 def _symbols(obj: bytes) -> dict:
-    """name -> (offset, size) of the text symbols of one object file."""
+    """name -> size of the text symbols of one object file."""
     with tempfile.NamedTemporaryFile(suffix=".o", delete=False) as fh:
         fh.write(obj)
     try:
@@ -52,24 +52,22 @@ def _symbols(obj: bytes) -> dict:
     for line in out.splitlines():
         parts = line.split()
         if len(parts) == 4 and parts[2] in ("t", "T"):
-            syms[parts[3]] = (int(parts[0], 16), int(parts[1], 16))
+            syms[parts[3]] = int(parts[1], 16)
     return syms
 
 
 def write_map(path: str | None = None) -> int:
     """Write the map (default ``/tmp/perf-<pid>.map``); returns the symbols written."""
     entries = {}
-    for lib, entry in _libraries():
+    for lib in _libraries():
         try:
             obj = lib._get_compiled_object()    # absent for overloads loaded from a cache
         except RuntimeError:
             continue
-        syms = _symbols(obj)
-        if entry not in syms:
-            continue
-        base = lib.get_pointer_to_function(entry) - syms[entry][0]
-        for name, (off, size) in syms.items():
-            entries[base + off] = (max(size, 1), name)
+        for name, size in _symbols(obj).items():
+            addr = lib.get_pointer_to_function(name)
+            if addr:
+                entries[addr] = (max(size, 1), name)
     path = path or f"/tmp/perf-{os.getpid()}.map"
     with open(path, "w") as fh:
         for addr in sorted(entries):
