@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -38,7 +39,15 @@ def client():
 
 
 def _addrs(client):
-    return sorted(client.scheduler_info()["workers"])
+    """The sorted addresses of the module cluster's 3 workers.  Once in a clean-clone
+    CI run (session 17) the scheduler listed fewer than 3 between two fits, with no
+    worker killed yet; that is warned about (so it stays visible), and waited for."""
+    addrs = sorted(client.scheduler_info()["workers"])
+    if len(addrs) < 3:
+        warnings.warn(f"the scheduler lists {len(addrs)} of 3 workers; waiting for 3")
+        client.wait_for_workers(3, timeout=60)
+        addrs = sorted(client.scheduler_info()["workers"])
+    return addrs
 
 
 def _data(objective, n=1800, seed=0):
