@@ -445,6 +445,42 @@ def test_find_best_splits_known_best():
     assert np.all(B[lo, 1] <= bin_[0]) or np.mean(B[lo, 1] <= bin_[0]) > 0.97
 
 
+@pytest.mark.parametrize("p_missing", [0.0, 0.2])
+def test_find_best_splits_feature_skip_keeps_the_first_maximum(p_missing):
+    """The scan looks for a feature's first maximum only where its largest gain beats
+    the best so far.  Nodes whose signal sits in the last feature or on a feature's
+    last bins, and a duplicated feature (exactly tied gains: the first copy must
+    win), against the naive search; with and without missing values (the scan's two
+    branches)."""
+    rng = np.random.default_rng(21)
+    n = 900
+    n_value_bins = [7, 12, 1, 30, 12]
+    nv, feat_off = _layout(n_value_bins)
+    X = _random_binned(rng, n, n_value_bins, p_missing=p_missing)
+    X[:, 4] = X[:, 1]                                # feature 4 duplicates feature 1
+    cases = [(X, X[:, 3] >= 28), (X, X[:, 1] >= 11), (X, X[:, 0] <= 0), (X, X[:, 3] == 29)]
+    if p_missing:
+        # missing values of feature 3 (bin 30) go with its bin 0, and feature 0 is a
+        # noisy copy of that: only feature 3's missing-left pass beats feature 0
+        X2 = X.copy()
+        X2[(X2[:, 3] < 30) & (rng.random(n) < 0.4), 3] = 0
+        sig = (X2[:, 3] == 0) | (X2[:, 3] == 30)
+        X2[:, 0] = np.where(sig ^ (rng.random(n) < 0.05), 0, rng.integers(1, 7, n))
+        cases.append((X2, sig))
+    for Xc, signal in cases:
+        g = 0.3 * rng.normal(size=n) + 2.0 * signal
+        gh, scales, gq, hq = _quantized(rng, n, g, rng.uniform(0.5, 1.5, n))
+        H_list = [naive_histogram(Xc, feat_off, gq, hq, range(a, b))
+                  for a, b in ((0, n), (0, 300), (300, 900))]
+        masks = np.ones((len(H_list), len(n_value_bins)), np.uint8)
+        for mcs in (1, 20):
+            _, feat, _, dl = _check_against_naive(H_list, feat_off, nv, masks, scales,
+                                                  CFG_DEFAULT, mcs)
+            assert 4 not in feat.tolist()            # the copy of feature 1 never wins
+            if Xc is not X:
+                assert feat.tolist() == [3, 3, 3] and dl.tolist() == [1, 1, 1]
+
+
 def test_find_best_splits_no_valid_split():
     n_value_bins = [3, 1]
     nv, feat_off = _layout(n_value_bins)
