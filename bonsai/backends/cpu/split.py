@@ -144,7 +144,9 @@ def _max_key(k, n):
     integer max, which LLVM vectorises (a float max reduction it will not reorder
     without fast-math).  ``_best_split`` looks for a feature's first maximum only
     where this beats the best so far: a feature whose every gain is <= the best
-    cannot change it, so the choice is the one the full search makes."""
+    cannot change it, so the choice is the one the full search makes.  Node scans of
+    lgb-binary's rows (28 features, ~6k bins, exact cells, one thread): 16.6-17.1 ->
+    14.9-15.4 us."""
     m = np.int64(_NEG_INF_KEY)
     for j in range(n):
         m = max(m, _order_key(k[j]))
@@ -302,10 +304,11 @@ def find_best_splits(hist, slots, sub_slots, node_rows, feat_off, n_value_bins, 
                      out_bin, out_default_left, out_left_sums, out_node_sums, out_bits):
     """Best split of each node.
 
-    Each feature is scanned in three passes over its bins: prefix sums
-    (``_prefix``, with the sibling subtraction fused in), every candidate's gain
-    (``_gains``, vectorised), then the first maximum in (bin, missing right before
-    left) order.  Measured on captured 2-node leaf-wise calls (1M x 28, 255 bins):
+    Each feature is scanned in passes over its bins: prefix sums (``_prefix``, with
+    the sibling subtraction fused in), every candidate's gain (``_gains``,
+    vectorised), the largest gain (``_max_key``, vectorised), and only where that
+    beats the best so far, the first maximum in (bin, missing right before left)
+    order.  Measured on captured 2-node leaf-wise calls (1M x 28, 255 bins):
     53 -> 32 us, and 82 -> 40 us with 40% missing values, against one fused scalar
     loop with two divisions per candidate.
 
