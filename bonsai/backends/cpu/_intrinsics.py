@@ -77,7 +77,7 @@ def add_cell_pair(typingctx, arr, row, a, b):
     two columns, as one 2-lane vector load, add and store: the exact integer sums of
     the two scalar adds.  LLVM does not pair the two adds itself (numba's 2-D
     indexing hides that the cells are adjacent, and a flat view did not help), and
-    the histogram fill is bound by its instruction count: 1.2-1.7 -> 0.8-1.3 ns a cell
+    the histogram fill is bound by its instruction count: 1.3-1.9 -> 0.8-1.3 ns a cell
     on the root of four small-suite entries (uint8 bins, one thread).  ``arr`` must
     have two columns: the exact-cell histograms (the packed fill's one column never
     comes here)."""
