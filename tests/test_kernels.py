@@ -132,6 +132,44 @@ def test_map_to_bins_zeros_take_the_bin_of_zero(monkeypatch):
                     np.testing.assert_array_equal(out, ref)
 
 
+@pytest.mark.parametrize("layout", ["C", "F", "A"])
+def test_map_to_bins_tiles_count_the_thresholds_below(layout, monkeypatch):
+    """The table path bins ``_MAP_ROWS``-row tiles a threshold pass at a time
+    (``_bin_tile``): with 0-255 thresholds (one 16-wide segment or the coarse + fine
+    tables), on values at, between and beyond them (+-inf, +-0, NaN), in C, F and
+    strided ('A') float32 / float64 input, serial and parallel, a bin is
+    ``searchsorted(thr, x, 'left')`` and NaN the missing bin."""
+    import bonsai.binning as binning
+    rng = np.random.default_rng(11)
+    n = 3 * binning._kernels._MAP_ROWS + 37          # whole tiles and a partial one
+    counts = [0, 1, 15, 16, 17, 31, 32, 200, 255]
+    sets = [np.unique(np.round(rng.normal(size=4 * k + 1) * 50, 1))[:k] for k in counts]
+    assert [t.size for t in sets] == counts
+    cols = []
+    for t in sets:
+        pool = np.concatenate([t, t + 0.05, [-np.inf, np.inf, -0.0, 0.0, np.nan, 1e30, -1e30]])
+        cols.append(rng.choice(pool, size=n))
+    X64 = np.column_stack(cols)
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    bm = BinMapper(np.concatenate(sets), offsets, 255)
+    for dtype in (np.float64, np.float32):
+        X = X64.astype(dtype)
+        ref = np.stack([np.where(np.isnan(X[:, f]), counts[f] + 1,
+                                 np.searchsorted(sets[f], X[:, f].astype(np.float64), side="left"))
+                        for f in range(len(sets))])
+        if layout == "A":
+            Z = np.zeros((2 * n, X.shape[1]), dtype, order="F")
+            Z[::2] = X
+            X = Z[::2]
+            assert not (X.flags.c_contiguous or X.flags.f_contiguous)
+        else:
+            X = np.asarray(X, order=layout)
+        for parallel_cells in (binning._kernels.PARALLEL_CELLS, 1):   # serial, parallel
+            monkeypatch.setattr(binning._kernels, "PARALLEL_CELLS", parallel_cells)
+            with thread_context(2):
+                np.testing.assert_array_equal(bm.transform_columns(X), ref)
+
+
 def test_binmapper_special_values_and_constant_feature():
     rng = np.random.default_rng(0)
     n = 500
