@@ -72,38 +72,37 @@ _MAP_ROWS = 256
 
 
 @njit(cache=True, nogil=True)
-def _bin_tile(buf, base, cnt, m, pad, coarse, nt, out, o0):
-    """``out[o0 + r]`` = the bin of ``buf[r]`` for ``r < m`` by the 16-wide tables
+def _bin_tile(X, f, r0, m, buf, cnt, pad, coarse, nt, out, o0):
+    """``out[o0 + r]`` = the bin of ``X[r0 + r, f]`` for ``r < m`` by the 16-wide tables
     (``pad``: the thresholds padded with +inf to 256, ``coarse`` every 16th of them):
     ``#{thresholds < x}``, NaN ``nt + 1``.
 
-    Below 16 thresholds each pass compares one threshold with every value of the
-    tile, a loop over contiguous scratch that LLVM vectorises across rows; from 16 on
-    the coarse table is counted that way and one 16-wide segment a value.  Measured
+    The tile's values are copied into ``buf``.  Below 16 thresholds each pass
+    compares one threshold with every value of it, a loop LLVM vectorises across
+    rows; from 16 on the coarse table is counted that way, then one 16-wide segment
+    a value.  Measured
     on 1M x 28 float64 against a value at a time with NaN and zero branches (one
     thread / two, two runs): 255 bins F-ordered 20.3 / 8.8 -> 12.2 / 5.8-6.8 ns a
     cell, C-ordered 31.6 / 11.3 -> 11.3-15.0 / 6.1-6.4, 15 bins 10.7 / 4.5 -> 3.9 /
     1.9; 90k x 2000 0/1 columns 0.255 -> 0.231 s.  Without a zero
     branch: 0 and -0.0 count the thresholds below zero, the ``zero_bin``.
-    ``base``, ``cnt``: int64 scratch of at least ``m``."""
+    ``buf`` float64, ``cnt`` int64: scratch of at least ``m``."""
     for r in range(m):
-        base[r] = 0
+        buf[r] = X[r0 + r, f]
         cnt[r] = 0
     if nt >= 16:
         # the 16-threshold segment: how many of every 16th threshold lie below
         for j in range(16):
             c = coarse[j]
             for r in range(m):
-                base[r] += c < buf[r]
-        for r in range(m):
-            base[r] *= 16
-        for r in range(m):
+                cnt[r] += c < buf[r]
+        for r in range(m):     # then the thresholds below in that segment
             x = buf[r]
-            b = base[r]
+            b = 16 * cnt[r]
             k = 0
             for j in range(16):
                 k += pad[b + j] < x
-            cnt[r] = k
+            cnt[r] = b + k
     else:
         for j in range(nt):     # pad[j] is +inf from nt on: below no value
             c = pad[j]
@@ -111,7 +110,7 @@ def _bin_tile(buf, base, cnt, m, pad, coarse, nt, out, o0):
                 cnt[r] += c < buf[r]
     missing = nt + 1
     for r in range(m):
-        out[o0 + r] = missing if np.isnan(buf[r]) else base[r] + cnt[r]
+        out[o0 + r] = missing if np.isnan(buf[r]) else cnt[r]
 
 
 @parallel_kernel
@@ -120,8 +119,8 @@ def map_to_bins(X, thresholds, thr_offsets, pad, coarse, use_table, zero_bin, ro
     ``out (F, N)``: tasks take ``_MAP_ROWS`` rows.
 
     With at most 255 thresholds per feature (``use_table``) each feature's values of
-    the task's rows are copied into a scratch tile and binned by ``_bin_tile`` (the
-    tile's rows stay in cache between features); otherwise a branchless binary search
+    the task's rows are binned by ``_bin_tile`` (the tile's rows stay in cache
+    between features); otherwise a branchless binary search
     over ``thresholds`` a value at a time, a zero taking ``zero_bin[f]``.
 
     Parameters
@@ -141,17 +140,13 @@ def map_to_bins(X, thresholds, thr_offsets, pad, coarse, use_table, zero_bin, ro
     for c in prange((n + _MAP_ROWS - 1) // _MAP_ROWS):
         r0 = c * _MAP_ROWS
         r1 = min(n, r0 + _MAP_ROWS)
-        m = r1 - r0
         buf = np.empty(_MAP_ROWS, np.float64)
-        base = np.empty(_MAP_ROWS, np.int64)
         cnt = np.empty(_MAP_ROWS, np.int64)
         for f in range(n_features):
             t0 = thr_offsets[f]
             nt = thr_offsets[f + 1] - t0
             if use_table:
-                for r in range(m):
-                    buf[r] = X[r0 + r, f]
-                _bin_tile(buf, base, cnt, m, pad[f], coarse[f], nt, out[f], row0 + r0)
+                _bin_tile(X, f, r0, r1 - r0, buf, cnt, pad[f], coarse[f], nt, out[f], row0 + r0)
             else:
                 for r in range(r0, r1):
                     out[f, row0 + r] = _bin(np.float64(X[r, f]), thresholds, t0, nt,
@@ -167,21 +162,17 @@ def map_to_bins_by_column(X, thresholds, thr_offsets, pad, coarse, use_table, ze
     for f in prange(n_features):
         t0 = thr_offsets[f]
         nt = thr_offsets[f + 1] - t0
-        fi = np.int64(f) if use_table else np.int64(0)  # prange index: unsigned
-        pf = pad[fi]
-        cf = coarse[fi]
-        zb = zero_bin[f]
         if use_table:
+            fi = np.int64(f)    # prange index: unsigned
+            pf = pad[fi]
+            cf = coarse[fi]
+            of = out[fi]
             buf = np.empty(_MAP_ROWS, np.float64)
-            base = np.empty(_MAP_ROWS, np.int64)
             cnt = np.empty(_MAP_ROWS, np.int64)
-            of = out[f]
             for r0 in range(0, n, _MAP_ROWS):
-                m = min(_MAP_ROWS, n - r0)
-                for r in range(m):
-                    buf[r] = X[r0 + r, f]
-                _bin_tile(buf, base, cnt, m, pf, cf, nt, of, r0)
+                _bin_tile(X, fi, r0, min(_MAP_ROWS, n - r0), buf, cnt, pf, cf, nt, of, r0)
         else:
+            zb = zero_bin[f]
             for r in range(n):
                 out[f, r] = _bin(np.float64(X[r, f]), thresholds, t0, nt, zb)
 
