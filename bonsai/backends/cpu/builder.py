@@ -172,7 +172,7 @@ class TreeBuilder:
             self.tmp, self.pool.hist, nodes.ints, nodes.gain, nodes.sums, nodes.left_sums,
             nodes.bits, batch, nodes.n, new_slot, self.scratch_slots, child_ok, min_split_rows,
             masks, self.is_cat, self.cat_cfg, self.scales, self.cfg, self.min_child_samples,
-            self.par, self._identity(m), expand, free, self._part_csc)
+            self.par, self._identity(m), expand, free, self._part_csc, _step.ONE_STEP)
         return expand[:n_e].tolist(), free[:n_f].tolist()
 
     def can_grow_leafwise(self, nodes, max_leaves, max_depth):

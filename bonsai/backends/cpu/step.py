@@ -43,6 +43,9 @@ from .children import (batch_columns, copy_row, local_child_rows, plan_children,
 #: how dense histograms are filled (``layout`` argument; sparse rows: ``sp_ptr`` given)
 DENSE_ROWS, DENSE_BLOCKS = 0, 1
 
+#: ``split_nodes``' ``leafwise`` argument for one split step (no leaf-wise loop)
+ONE_STEP = (0, 0, np.empty(0, np.int64), 0, 0)
+
 _build_par = _hist.build_histograms
 _build_ser = _hist.build_histograms.serial
 _sparse_par = _hist.build_histograms_sparse
@@ -330,8 +333,8 @@ def scan_children(hist, child_rows, child_slot, sub, feat_off, n_value_bins, mas
 def split_nodes(layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, n_value_bins,
                 feature_missing_bin, gh, packed, idx, tmp, hist, t, t_gain, t_sums, t_left_sums, t_bits, batch,
                 first, new_slot, scratch_slots, child_ok, min_split_rows, masks, is_cat, cat_cfg,
-                scales, cfg, min_child_samples, par, identity, out_expand, out_free, X_csc=None,
-                leafwise=None):
+                scales, cfg, min_child_samples, par, identity, out_expand, out_free, X_csc,
+                leafwise):
     """Split the nodes ``batch`` of the node table (``bonsai.nodes``: ``t`` its int
     fields, ``t_gain``, ``t_sums``, ``t_left_sums``) and evaluate their children, who
     get rows ``first..first + 2m - 1``: ``partition``, ``plan_children``, ``build``,
@@ -355,15 +358,17 @@ def split_nodes(layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, 
     (``masks[0]``).  So a fit runs one compiled driver, whose code holds every kernel
     it calls, instead of also loading separate copies for the root.
 
-    ``leafwise`` (max_leaves, max_depth, free (S,) int64, n_free, prune slack): from
-    the root on,
-    grow the whole leaf-wise tree in this call (``leafwise``: the grow loop's
-    best-first policy; ``free[:n_free]`` the pool's free slot stack, ``masks`` two
-    rows); returns (table rows, free stack size).  It is a loop around the same step
+    ``leafwise`` (max_leaves, max_depth, free (S,) int64, n_free, prune slack): with
+    ``max_leaves > 0``, from the root on, grow the whole leaf-wise tree in this call
+    (the grow loop's best-first policy; ``free[:n_free]`` the pool's free slot stack,
+    ``masks`` two rows); returns (table rows, free stack size).  ``max_leaves`` 0
+    (``ONE_STEP``): the one step.  It is a tuple of one type either way, not None for
+    the one step, so both are one specialisation: the loop's code is small beside the
+    kernels', and each specialisation of this function costs seconds to compile.  It is a loop around the same step
     in this function, not a separate function calling it: numba would link a second
     copy of this code into the caller (~10 s more of first-fit compile, measured).
     """
-    grow = leafwise is not None
+    grow = leafwise[0] > 0
     front, fgain, n_front, n_leaves, free, n_free, max_leaves, max_depth, slack = _lw_start(
         leafwise, t_gain)
     # the children's split outputs and the serial scan's scratch, allocated once for
@@ -371,7 +376,7 @@ def split_nodes(layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, 
     gain, c_feature, c_bin, c_dl, left_sums, sums, c_bits = split_outputs(
         max(2 * batch.shape[0], 2), t_bits.shape[1])
     work = _split.split_work(_split.max_value_bins(n_value_bins), t_bits.shape[1])
-    while True:        # one split step (the only one without ``leafwise``)
+    while True:        # one split step (the only one unless ``grow``)
         m = batch.shape[0]
         root = m == 0
         if root:    # the root as the one "left child" of a pseudo-parent holding its rows
@@ -447,11 +452,8 @@ def split_nodes(layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, 
 @njit(cache=True, nogil=True)
 def _lw_start(leafwise, t_gain):
     """The leaf-wise loop's state: (frontier, its gains, size, leaves, free stack,
-    its size, max_leaves, max_depth); the root its only leaf.  Empty without
-    ``leafwise``."""
-    if leafwise is None:
-        return (np.empty(1, np.int64), np.empty(1), np.int64(0), np.int64(0),
-                np.empty(1, np.int64), np.int64(0), np.int64(0), np.int64(0), np.int64(0))
+    its size, max_leaves, max_depth); the root its only leaf (unused by ``ONE_STEP``).
+    """
     max_leaves, max_depth, free, n_free, slack = leafwise
     front = np.empty(max_leaves + 1, np.int64)
     fgain = np.empty(max_leaves + 1)
