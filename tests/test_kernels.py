@@ -519,6 +519,48 @@ def test_find_best_splits_feature_skip_keeps_the_first_maximum(p_missing):
                 assert feat.tolist() == [3, 3, 3] and dl.tolist() == [1, 1, 1]
 
 
+
+@pytest.mark.parametrize("p_missing", [0.0, 0.3])
+def test_find_best_splits_min_child_samples_edges(p_missing):
+    """Thresholds at the edges of ``min_child_samples``: nodes whose rows of a
+    feature sit in a few of its bins (as after an ancestor's split on it), with
+    ``min_child_samples`` from 0 to just below half the node, so a few thresholds,
+    one, or none meet it on both sides, against the naive search of every threshold
+    (a scan that skips thresholds by their counts must skip exactly these)."""
+    rng = np.random.default_rng(33)
+    n = 400
+    n_value_bins = [40, 9, 25, 1]
+    nv, feat_off = _layout(n_value_bins)
+    X = _random_binned(rng, n, n_value_bins, p_missing=p_missing)
+    # feature 0's values crowd into bins 10..13 with a tail, feature 2's into two bins
+    crowd = rng.random(n) < 0.9
+    X[crowd & (X[:, 0] < 40), 0] = rng.integers(10, 14, int((crowd & (X[:, 0] < 40)).sum()))
+    X[X[:, 2] < 25, 2] = np.where(rng.random(int((X[:, 2] < 25).sum())) < 0.7, 3, 20)
+    g = 0.4 * rng.normal(size=n) + 1.5 * (X[:, 0] >= 12) - 1.0 * (X[:, 2] == 20)
+    gh, scales, gq, hq = _quantized(rng, n, g, rng.uniform(0.5, 1.5, n))
+    H_list = [naive_histogram(X, feat_off, gq, hq, rows)
+              for rows in (range(n), range(0, 57), range(100, 400), range(390, 400))]
+    masks = np.ones((len(H_list), len(n_value_bins)), np.uint8)
+    found = 0
+    for mcs in (0, 1, 2, 5, 28, 29, 60, 149, 150, 199):
+        gain, _, _, _ = _check_against_naive(H_list, feat_off, nv, masks, scales,
+                                             CFG_DEFAULT, mcs)
+        found += int(np.isfinite(gain).sum())
+    assert found > 10                 # most settings do split most nodes
+    if p_missing:
+        # the best split sends feature 1's bin 0 (6 rows, under min_child_samples)
+        # left with its missing rows: valid only counting the missing rows left
+        X1 = X.copy()
+        X1[X1[:, 1] == 0, 1] = 1
+        X1[rng.permutation(np.flatnonzero(X1[:, 1] < 9))[:6], 1] = 0
+        g1 = 0.2 * rng.normal(size=n) + 3.0 * ((X1[:, 1] == 0) | (X1[:, 1] == 9))
+        gh, scales, gq, hq = _quantized(rng, n, g1, rng.uniform(0.5, 1.5, n))
+        H1 = [naive_histogram(X1, feat_off, gq, hq, range(n))]
+        _, feat, bin_, dl = _check_against_naive(H1, feat_off, nv, masks[:1], scales,
+                                                 CFG_DEFAULT, 20)
+        assert (feat[0], bin_[0], dl[0]) == (1, 0, 1)
+
+
 def test_find_best_splits_no_valid_split():
     n_value_bins = [3, 1]
     nv, feat_off = _layout(n_value_bins)
