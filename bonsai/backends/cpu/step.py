@@ -364,9 +364,10 @@ def split_nodes(layout, X_cols, X_dense, sp_ptr, sp_bins, sp_default, feat_off, 
     ``masks`` two rows); returns (table rows, free stack size).  ``max_leaves`` 0
     (``ONE_STEP``): the one step.  It is a tuple of one type either way, not None for
     the one step, so both are one specialisation: the loop's code is small beside the
-    kernels', and each specialisation of this function costs seconds to compile.  It is a loop around the same step
-    in this function, not a separate function calling it: numba would link a second
-    copy of this code into the caller (~10 s more of first-fit compile, measured).
+    kernels', and each specialisation of this function costs seconds to compile.  It
+    is a loop around the same step in this function, not a separate function calling
+    it: numba would link a second copy of this code into the caller (~10 s more of
+    first-fit compile, measured).
     """
     grow = leafwise[0] > 0
     front, fgain, n_front, n_leaves, free, n_free, max_leaves, max_depth, slack = _lw_start(
