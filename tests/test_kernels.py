@@ -519,7 +519,6 @@ def test_find_best_splits_feature_skip_keeps_the_first_maximum(p_missing):
                 assert feat.tolist() == [3, 3, 3] and dl.tolist() == [1, 1, 1]
 
 
-
 @pytest.mark.parametrize("p_missing", [0.0, 0.3])
 def test_find_best_splits_min_child_samples_edges(p_missing):
     """Thresholds at the edges of ``min_child_samples``: nodes whose rows of a
@@ -533,9 +532,10 @@ def test_find_best_splits_min_child_samples_edges(p_missing):
     nv, feat_off = _layout(n_value_bins)
     X = _random_binned(rng, n, n_value_bins, p_missing=p_missing)
     # feature 0's values crowd into bins 10..13 with a tail, feature 2's into two bins
-    crowd = rng.random(n) < 0.9
-    X[crowd & (X[:, 0] < 40), 0] = rng.integers(10, 14, int((crowd & (X[:, 0] < 40)).sum()))
-    X[X[:, 2] < 25, 2] = np.where(rng.random(int((X[:, 2] < 25).sum())) < 0.7, 3, 20)
+    crowd = (rng.random(n) < 0.9) & (X[:, 0] < 40)
+    X[crowd, 0] = rng.integers(10, 14, int(crowd.sum()))
+    valued = X[:, 2] < 25
+    X[valued, 2] = np.where(rng.random(int(valued.sum())) < 0.7, 3, 20)
     g = 0.4 * rng.normal(size=n) + 1.5 * (X[:, 0] >= 12) - 1.0 * (X[:, 2] == 20)
     gh, scales, gq, hq = _quantized(rng, n, g, rng.uniform(0.5, 1.5, n))
     H_list = [naive_histogram(X, feat_off, gq, hq, rows)
