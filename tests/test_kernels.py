@@ -561,6 +561,65 @@ def test_find_best_splits_min_child_samples_edges(p_missing):
         assert (feat[0], bin_[0], dl[0]) == (1, 0, 1)
 
 
+@pytest.mark.parametrize("p_missing", [0.0, 0.3])
+def test_find_best_splits_small_nodes_vs_naive(p_missing):
+    """Nodes with fewer rows than a feature has bins, so most bins are empty: nodes
+    of 1-60 rows over features of 255, 63, 40 and 1 bins, values crowded at both ends
+    and in the middle (the first or the last bin empty or not), against the naive
+    search of every threshold; a split whose left side is only the missing rows
+    (every value bin below it empty); and a larger child made by subtracting its
+    sibling in the scan: its best split, and its slot afterwards, equal the directly
+    built child's."""
+    rng = np.random.default_rng(45)
+    n = 400
+    n_value_bins = [255, 63, 1, 40, 255]
+    nv, feat_off = _layout(n_value_bins)
+    X = _random_binned(rng, n, n_value_bins, p_missing=p_missing)
+    X[:130, 0] = np.where(X[:130, 0] < 255, 0, 255)          # rows in the first bin
+    X[130:260, 4] = np.where(X[130:260, 4] < 255, 254, 255)  # ... in the last bin
+    X[260:, 3] = np.where(X[260:, 3] < 40, rng.integers(18, 21, 140), 40)
+    g = 0.5 * rng.normal(size=n) + 1.2 * (X[:, 1] > 30) - 0.8 * (X[:, 4] > 200)
+    gh, scales, gq, hq = _quantized(rng, n, g, rng.uniform(0.5, 1.5, n))
+    order = rng.permutation(n)
+    groups = [order[a:a + k] for a, k in ((0, 1), (1, 2), (3, 7), (10, 25), (35, 60))]
+    groups += [np.arange(0, 40), np.arange(120, 140), np.arange(250, 270), np.arange(380, 400)]
+    H_list = [naive_histogram(X, feat_off, gq, hq, rows) for rows in groups]
+    masks = np.ones((len(H_list), len(n_value_bins)), np.uint8)
+    found = 0
+    for mcs in (1, 3, 10):
+        gain, _, _, _ = _check_against_naive(H_list, feat_off, nv, masks, scales,
+                                             CFG_DEFAULT, mcs)
+        found += int(np.isfinite(gain).sum())
+    assert found > 10
+    if p_missing:
+        # feature 3's missing rows carry the signal and its bins 0..17 are empty: the
+        # best split sends the missing rows left and every value right (threshold 0)
+        sig = X[:, 3] == 40
+        g3 = 0.1 * rng.normal(size=n) + 3.0 * sig
+        gh3, sc3, gq3, hq3 = _quantized(rng, n, g3, rng.uniform(0.5, 1.5, n))
+        H3 = [naive_histogram(X, feat_off, gq3, hq3, np.arange(260, 290))]   # < 40 rows
+        _, feat, bin_, dl = _check_against_naive(H3, feat_off, nv, masks[:1], sc3,
+                                                 CFG_DEFAULT, 3)
+        assert (feat[0], bin_[0], dl[0]) == (3, 0, 1)
+    # a 50-row parent, its 20-row child built, the 30-row child by subtraction
+    parent, small = order[100:150], order[100:120]
+    big = order[120:150]
+    pool = cpu.HistogramPool(int(feat_off[-1]), capacity=2)
+    slots = np.array([pool.alloc(), pool.alloc()], np.int64)
+    pool.hist[slots[0]] = ghc_to_hist(naive_histogram(X, feat_off, gq, hq, parent), scales)
+    pool.hist[slots[1]] = ghc_to_hist(naive_histogram(X, feat_off, gq, hq, small), scales)
+    H_big = naive_histogram(X, feat_off, gq, hq, big)
+    with thread_context(2):
+        out = cpu.find_best_splits(pool, slots[:1], np.array([30], np.int64), feat_off, nv,
+                                   masks[:1], scales, CFG_DEFAULT, 3, sub_slots=slots[1:])
+    np.testing.assert_array_equal(pool.hist[slots[0]], ghc_to_hist(H_big, scales))
+    ref = naive_best_split(H_big, feat_off, nv, masks[0], scales, CFG_DEFAULT, 3)
+    assert np.isfinite(ref["gain"])
+    assert (out[1][0], out[2][0], out[3][0]) == (ref["feature"], ref["bin"],
+                                                 ref["default_left"])
+    np.testing.assert_array_equal(out[4][0], ref["left_sums"])
+
+
 def test_find_best_splits_no_valid_split():
     n_value_bins = [3, 1]
     nv, feat_off = _layout(n_value_bins)
