@@ -561,6 +561,37 @@ def test_find_best_splits_min_child_samples_edges(p_missing):
         assert (feat[0], bin_[0], dl[0]) == (1, 0, 1)
 
 
+@pytest.mark.parametrize("side", ["low", "high"])
+def test_find_best_splits_missing_left_at_min_child_samples(side):
+    """The best split sends the missing rows left, with feature 0's two lowest bins
+    ("low": the left child is the smaller) or with every bin but the highest ("high":
+    the right child is), and ``min_child_samples`` is exactly the smaller child's
+    rows: a scan that bounds the missing-left thresholds by their counts must keep
+    this threshold at either end of its range; one more row and the split is gone."""
+    rng = np.random.default_rng(52)
+    n = 300
+    n_value_bins = [20, 5]
+    nv, feat_off = _layout(n_value_bins)
+    X = _random_binned(rng, n, n_value_bins, p_missing=0.0)
+    miss = rng.random(n) < 0.1
+    X[miss, 0] = 20
+    if side == "low":
+        sig, want = miss | (X[:, 0] <= 1), 1
+    else:
+        sig, want = ~miss & (X[:, 0] == 19), 18
+    g = 0.1 * rng.normal(size=n) + 3.0 * sig
+    gh, scales, gq, hq = _quantized(rng, n, g, rng.uniform(0.5, 1.5, n))
+    H = [naive_histogram(X, feat_off, gq, hq, range(n))]
+    masks = np.ones((1, 2), np.uint8)
+    mcs = int(sig.sum())
+    assert 10 < mcs < n // 2
+    _, feat, bin_, dl = _check_against_naive(H, feat_off, nv, masks, scales, CFG_DEFAULT, mcs)
+    assert (feat[0], bin_[0], dl[0]) == (0, want, 1)
+    _, feat, bin_, dl = _check_against_naive(H, feat_off, nv, masks, scales, CFG_DEFAULT,
+                                             mcs + 1)
+    assert (feat[0], bin_[0], dl[0]) != (0, want, 1)
+
+
 @pytest.mark.parametrize("p_missing", [0.0, 0.3])
 def test_find_best_splits_small_nodes_vs_naive(p_missing):
     """Nodes with fewer rows than a feature has bins, so most bins are empty: nodes

@@ -166,6 +166,21 @@ def _first_max(g, n, best):
     return v, at
 
 
+@njit(cache=True, nogil=True, forceinline=True)
+def _first_above(ec, n, mask, add, t):
+    """The first threshold j < n whose left count ``(ec[j] & mask) + add`` is above
+    ``t`` (n when none): exact prefix counts never decrease, so a binary search."""
+    lo = 0
+    hi = n
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if (ec[mid] & mask) + add > t:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
 @njit(cache=True, nogil=True)
 def split_work(max_nv, words):
     """``_best_split``'s scratch for one node at a time: (work_i (2, max_nv + 2) int64,
@@ -235,33 +250,54 @@ def _best_split(hist, slot, sub_slot, n_rows, feat_off, n_value_bins, feature_ma
         mc2 = np.int64(0) if packed else H[base + nv, 1]
         mg, mh, mc = decode(ma, mc2, packed, cbits, mask, cf)
         _prefix(H[base:base + nv], S[base:base + nv], sub and f > 0, packed, ea, ec)
-        _gains(ea, ec, nv, 0, 0, 0, tg, th, tc, packed, cbits, mask, cf, scales, cfg,
-               min_child_samples, parent, plain, g0)
+        # candidates: threshold nv - 1 sends every value left, a split only with
+        # missing values sent right; with exact counts, only the thresholds whose
+        # children both hold min_child_samples rows (every other gain is -inf)
+        hi0 = nv - 1 if mc == 0 else nv
+        hi1 = nv - 1
+        lo0 = 0
+        lo1 = 0
+        if not packed:
+            lo0 = _first_above(ec, hi0, mask, 0, min_child_samples - 1)
+            hi0 = _first_above(ec, hi0, mask, 0, tc - min_child_samples)
+            if mc != 0:
+                lo1 = _first_above(ec, hi1, mask, mc, min_child_samples - 1)
+                hi1 = _first_above(ec, hi1, mask, mc, tc - min_child_samples)
+        n0 = hi0 - lo0
         if mc == 0:
-            # threshold nv - 1 sends every value left: a split only with missing
-            # values, sent right.  (One loop for both cases, testing mc != 0 per
-            # bin, made the scan 6% slower: 25 against 23.4 us per captured call.)
-            g0[nv - 1] = NEG_INF
-            if _max_key(k0, nv) > best_key:
-                v0, b0 = _first_max(g0, nv, best)
-                if b0 >= 0:
-                    best, bf, bb, bdl, best_key = v0, f, b0, 0, _order_key(k0[b0])
+            # (one loop for both cases, testing mc != 0 per bin, made the scan 6%
+            # slower: 25 against 23.4 us per captured call)
+            if n0 > 0:
+                _gains(ea[lo0:], ec[lo0:], n0, 0, 0, 0, tg, th, tc, packed, cbits, mask, cf,
+                       scales, cfg, min_child_samples, parent, plain, g0)
+                if _max_key(k0, n0) > best_key:
+                    v0, b0 = _first_max(g0, n0, best)
+                    if b0 >= 0:
+                        best, bf, bb, bdl, best_key = v0, f, b0 + lo0, 0, _order_key(k0[b0])
             if bf == f:
                 blg, blh, blc = decode(ea[bb], ec[bb], packed, cbits, mask, cf)
             continue
-        _gains(ea, ec, nv, mg, mh, mc, tg, th, tc, packed, cbits, mask, cf, scales, cfg,
-               min_child_samples, parent, plain, g1)
-        g1[nv - 1] = NEG_INF
-        if max(_max_key(k0, nv), _max_key(k1, nv)) > best_key:
+        n1 = hi1 - lo1
+        m0 = np.int64(_NEG_INF_KEY)
+        m1 = np.int64(_NEG_INF_KEY)
+        if n0 > 0:
+            _gains(ea[lo0:], ec[lo0:], n0, 0, 0, 0, tg, th, tc, packed, cbits, mask, cf,
+                   scales, cfg, min_child_samples, parent, plain, g0)
+            m0 = _max_key(k0, n0)
+        if n1 > 0:
+            _gains(ea[lo1:], ec[lo1:], n1, mg, mh, mc, tg, th, tc, packed, cbits, mask, cf,
+                   scales, cfg, min_child_samples, parent, plain, g1)
+            m1 = _max_key(k1, n1)
+        if max(m0, m1) > best_key:
             # the first maximum in (bin, missing right before left) order: each pass's
             # first maximum, the higher gain, on a tie the lower bin, on the same bin
             # missing right
-            v0, b0 = _first_max(g0, nv, best)
-            v1, b1 = _first_max(g1, nv, best)
-            if b1 >= 0 and (b0 < 0 or v1 > v0 or (v1 == v0 and b1 < b0)):
-                best, bf, bb, bdl, best_key = v1, f, b1, 1, _order_key(k1[b1])
+            v0, b0 = _first_max(g0, max(n0, 0), best)
+            v1, b1 = _first_max(g1, max(n1, 0), best)
+            if b1 >= 0 and (b0 < 0 or v1 > v0 or (v1 == v0 and b1 + lo1 < b0 + lo0)):
+                best, bf, bb, bdl, best_key = v1, f, b1 + lo1, 1, _order_key(k1[b1])
             elif b0 >= 0:
-                best, bf, bb, bdl, best_key = v0, f, b0, 0, _order_key(k0[b0])
+                best, bf, bb, bdl, best_key = v0, f, b0 + lo0, 0, _order_key(k0[b0])
         if bf == f:
             blg, blh, blc = decode(ea[bb], ec[bb], packed, cbits, mask, cf)
             if bdl:
@@ -315,7 +351,12 @@ def find_best_splits(hist, slots, sub_slots, node_rows, feat_off, n_value_bins, 
     beats the best so far, the first maximum in (bin, missing right before left)
     order.  Measured on captured 2-node leaf-wise calls (1M x 28, 255 bins):
     53 -> 32 us, and 82 -> 40 us with 40% missing values, against one fused scalar
-    loop with two divisions per candidate.
+    loop with two divisions per candidate.  With exact cells the gain passes run
+    only over the thresholds whose children both hold ``min_child_samples`` rows
+    (``_first_above``: the prefix counts never decrease, so a binary search finds
+    that range; every other gain is -inf).  Interleaved in-process fits of
+    ``bench_small`` entries, 300 rounds, 2 threads, medians: reg-nan91 0.95 -> 0.86 s,
+    lgb-binary 0.61 -> 0.56 s, reg-mixed41 0.72 -> 0.66 s; the same model bytes.
 
     Parameters
     ----------
