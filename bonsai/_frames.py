@@ -39,6 +39,19 @@ def _fill(n_rows, n_cols, dtype):
     return np.empty((n_rows, n_cols), dtype=dtype, order="F")
 
 
+#: category columns hold their codes as floats: float32 holds every code exactly up
+#: to 2**24 categories
+FLOAT32_MAX_CODES = 1 << 24
+
+
+def wide_enough(X, n_codes):
+    """``X``, or its float64 copy when it is float32 and ``n_codes`` codes would not all
+    be exact in it (more than ``FLOAT32_MAX_CODES``)."""
+    if X.dtype == np.float32 and n_codes > FLOAT32_MAX_CODES:
+        return X.astype(np.float64, order="K")
+    return X
+
+
 # ---- Arrow --------------------------------------------------------------------------
 
 def _arrow_floats(col, dtype):
@@ -84,13 +97,17 @@ def from_arrow(table):
                 f"X: column {name!r} has Arrow type {t}; bonsai needs numeric columns (int, "
                 "float or bool; null or NaN for missing) or dictionary columns for "
                 "categories (pyarrow.compute.dictionary_encode(column))")
-    float32 = bool(types) and all(t == pa.float32() for t in types)
+    # float32 when every numeric column is (category codes are exact in it)
+    float32 = bool(types) and all(t == pa.float32() for t in types
+                                  if not pa.types.is_dictionary(t))
     X = _fill(table.num_rows, len(names), np.float32 if float32 else np.float64)
     cats = {}
     for j, t in enumerate(types):
         col = table.column(j)
         if pa.types.is_dictionary(t):
-            X[:, j], cats[j] = _arrow_codes(col)
+            codes, cats[j] = _arrow_codes(col)
+            X = wide_enough(X, len(cats[j]))
+            X[:, j] = codes
         else:
             X[:, j] = _arrow_floats(col, X.dtype)
     return X, names, cats
@@ -109,7 +126,9 @@ def from_polars(df):
                 f"X: column {name!r} has polars dtype {dt}; bonsai needs numeric columns "
                 "(int, float or bool; null or NaN for missing) or Categorical / Enum "
                 "columns for categories (pl.col(name).cast(pl.Categorical))")
-    float32 = bool(dtypes) and all(dt == pl.Float32 for dt in dtypes)
+    # float32 when every numeric column is (category codes are exact in it)
+    float32 = bool(dtypes) and all(dt == pl.Float32 for dt in dtypes
+                                   if not isinstance(dt, (pl.Categorical, pl.Enum)))
     X = _fill(df.height, len(names), np.float32 if float32 else np.float64)
     cats = {}
     for j, (name, dt) in enumerate(zip(names, dtypes)):
@@ -120,6 +139,7 @@ def from_polars(df):
             else:
                 values = s.drop_nulls().unique().cast(pl.String).sort().to_list()
                 s = s.cast(pl.String).cast(pl.Enum(values))
+            X = wide_enough(X, len(values))
             X[:, j] = s.to_physical().cast(pl.Float64).fill_null(float("nan")).to_numpy()
             cats[j] = values
         else:

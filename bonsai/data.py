@@ -7,8 +7,8 @@ import numbers
 
 import numpy as np
 
-from ._frames import (arrow_vector, from_arrow, from_polars, is_arrow_table, is_arrow_vector,
-                      is_polars_frame)
+from ._frames import (FLOAT32_MAX_CODES, arrow_vector, from_arrow, from_polars,
+                      is_arrow_table, is_arrow_vector, is_polars_frame)
 
 
 def _is_pandas_df(data):
@@ -33,18 +33,24 @@ def _from_pandas(df):
                 "columns (int, float or bool; missing values as NaN) or 'category' columns "
                 "(df[col].astype('category'))")
         cols.append(s)
+    dtypes = {np.dtype(s.dtype) if isinstance(s.dtype, np.dtype) else None
+              for j, s in enumerate(cols) if j not in cats}
+    # float32 when every numeric column is (a float64 copy of float32 data doubles the
+    # largest transient of a fit) and every category code is exact in it
+    float32 = dtypes <= {np.dtype(np.float32)} and bool(cols) and all(
+        len(c) <= FLOAT32_MAX_CODES for c in cats.values())
     if cats:
-        out = np.empty(df.shape, np.float64)
+        dtype = np.float32 if float32 else np.float64
+        out = np.empty(df.shape, dtype)     # C order: the category coding runs in place
         for j, s in enumerate(cols):
             if j in cats:
-                codes = s.cat.codes.to_numpy().astype(np.float64)
+                codes = s.cat.codes.to_numpy().astype(dtype)
                 codes[codes < 0] = np.nan
                 out[:, j] = codes
             else:
-                out[:, j] = s.to_numpy(dtype=np.float64, na_value=np.nan)
+                out[:, j] = s.to_numpy(dtype=dtype, na_value=np.nan)
         return out, names, cats
-    dtypes = {np.dtype(s.dtype) if isinstance(s.dtype, np.dtype) else None for s in cols}
-    if dtypes == {np.dtype(np.float32)}:
+    if float32:
         out = df.to_numpy(dtype=np.float32, na_value=np.nan)
     else:
         out = df.to_numpy(dtype=np.float64, na_value=np.nan)

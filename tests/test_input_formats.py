@@ -138,6 +138,36 @@ def test_arrow_dictionary_columns_are_categorical():
         _fit(pdf.assign(k=pdf["k"].cat.codes.astype(float)), y).predict(table)
 
 
+def test_float32_frames_with_categories_stay_float32(monkeypatch):
+    """A frame whose numeric columns are all float32 converts to a float32 matrix with
+    its category columns too (pandas, Arrow, polars): no float64 copy of float32 data.
+    The model and predictions equal those of the float64 frame (the same values);
+    one float64 column makes the matrix float64, and codes that float32 cannot hold
+    exactly (past ``FLOAT32_MAX_CODES`` categories) widen it to float64."""
+    import bonsai._frames as F
+    import bonsai.data as D
+    pdf, _, y = _categorical_frames(np.random.default_rng(3))
+    pdf32 = pdf.assign(x=pdf["x"].astype(np.float32))
+    cats = list(pdf["k"].cat.categories)
+    k = pdf["k"].astype(object).where(pdf["k"].notna(), None).tolist()
+    frames32 = [pdf32, pa.table({"x": pdf32["x"].to_numpy(), "k": pa.array(pdf32["k"].values)}),
+                pl.DataFrame({"x": pdf32["x"].to_numpy(), "k": pl.Series(k, dtype=pl.Enum(cats))})]
+    ref = _fit(pdf.assign(x=pdf32["x"].astype(np.float64)), y)
+    for frame in frames32:
+        X, _, got_cats = to_matrix(frame, with_categories=True)
+        assert X.dtype == np.float32 and list(got_cats) == [1]
+        m = _fit(frame, y)
+        assert m.model_to_string() == ref.model_to_string(), type(frame)
+        np.testing.assert_array_equal(m.predict(frame), ref.predict(pdf))
+    assert to_matrix(pdf32.assign(z=np.zeros(len(pdf), np.float64)),
+                     with_categories=True)[0].dtype == np.float64
+    monkeypatch.setattr(F, "FLOAT32_MAX_CODES", 3)     # 4 categories: past the limit
+    monkeypatch.setattr(D, "FLOAT32_MAX_CODES", 3)
+    for frame in frames32:
+        X, _, _ = to_matrix(frame, with_categories=True)
+        assert X.dtype == np.float64, type(frame)
+
+
 def test_polars_frame_and_series(data):
     X, y = data
     ref = _fit(X, y, feature_names=NAMES)
