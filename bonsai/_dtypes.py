@@ -19,6 +19,8 @@
 * Thresholds are float64; ``float32_floor`` gives the float32 threshold that sends
   every float32 input the same way (the float32 predictors and the ONNX export).
 """
+import math
+
 import numpy as np
 
 GRAD = np.float32
@@ -52,11 +54,12 @@ def fixed_point_scale(max_abs, n_rows, bits=FIXED_POINT_BITS):
     any order); hessians use ``62 - count_bits(n_rows)`` so that the packed
     ``hess * 2**count_bits + count`` stays below 2**63 as well.
     """
-    if not np.isfinite(max_abs):
+    if not math.isfinite(max_abs):
         raise FloatingPointError("non-finite gradient or hessian")
     if max_abs <= 0.0 or n_rows <= 0:
         return 1.0
-    e = int(np.floor(np.log2(2.0 ** bits / (float(n_rows) * float(max_abs)))))
+    # numpy's log2 (the one the scales were always taken with), floored exactly
+    e = math.floor(np.log2(2.0 ** bits / (float(n_rows) * float(max_abs))))
     e = min(e, MAX_SCALE_EXPONENT)
     return float(2.0 ** e)
 

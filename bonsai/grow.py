@@ -30,7 +30,7 @@ from ._limits import check_histogram_memory, max_leaves_of_rows
 from .comm import LOCAL, is_local
 from .nodes import BIN, COUNT, DEFAULT_LEFT, DEPTH, FEATURE, SLOT, NodeTable, tree_fields
 from .split_settings import CatSettings, SplitSettings
-from .tree import Tree, cat_bitsets
+from .tree import Tree
 
 
 #: a node without a valid split
@@ -383,22 +383,20 @@ class Grower:
         this runs once per tree, 1000 times in a 100-round 10-class fit)."""
         nodes = self.nodes
         n = nodes.n
-        if self.n_values is None:
-            sums = nodes.sums[:n]
-            cover = sums[:, 1] / scales.hess
-            value = np.empty(n)
-            self.backend.leaf_weights(sums[:, 0] / scales.grad, cover, self.cfg, value)
-        else:   # (n, K) values from the builder's full cells
-            value, cover = self.builder.node_values(n)
+        scalar = self.n_values is None
         bm = self.bm
         (feature, bin_thr, default_left, left, right, count, gain, threshold, n_cat, leaves,
-         leaf_start, leaf_stop) = tree_fields(nodes.ints, nodes.gain, n, self.n_value_bins,
-                                              bm.thresholds, bm.thr_offsets)
-        cat_ptr = cat_words = None
-        if n_cat:
-            is_cat_node = (left >= 0) & (bin_thr < 0)
-            cat_ptr, cat_words = cat_bitsets(nodes.bits[:n], is_cat_node,
-                                             self.n_value_bins[np.maximum(feature, 0)])
+         leaf_start, leaf_stop, grad_sum, cover, cat_ptr, cat_words) = tree_fields(
+            nodes.ints, nodes.gain, nodes.sums, nodes.bits, n, self.n_value_bins,
+            bm.thresholds, bm.thr_offsets, float(scales.grad) if scalar else 1.0,
+            float(scales.hess) if scalar else 1.0)
+        if scalar:
+            value = np.empty(n)
+            self.backend.leaf_weights(grad_sum, cover, self.cfg, value)
+        else:   # (n, K) values from the builder's full cells
+            value, cover = self.builder.node_values(n)
+        if not n_cat:
+            cat_ptr = cat_words = None
         tree = Tree(feature, threshold, bin_thr, default_left, left, right, value, gain,
                     cover, count, oblivious=self.policy == "oblivious", cat_ptr=cat_ptr,
                     cat_words=cat_words)

@@ -76,7 +76,8 @@ class NodeTable:
 
 
 @njit(cache=True, nogil=True)
-def tree_fields(ints, gain, n, n_value_bins, thresholds, thr_offsets):
+def tree_fields(ints, gain, sums, bits, n, n_value_bins, thresholds, thr_offsets,
+                grad_scale, hess_scale):
     """A grown tree's node arrays from the table's first ``n`` rows, in one pass (a
     tree is finished once per output and round, so on small data the ~30 numpy calls
     this replaces cost about as much as the tree's splits).
@@ -87,9 +88,18 @@ def tree_fields(ints, gain, n, n_value_bins, thresholds, thr_offsets):
     values go right).  A leaf has feature and bin -1, default_left 0, gain 0 and
     threshold 0; a categorical split (bin -1) has threshold NaN.
 
+    ``sums (n, 3)`` are the nodes' fixed-point (grad, hess, count) cells: ``grad_sum``
+    and ``cover`` are their first two columns over ``grad_scale`` / ``hess_scale``
+    (float64 divisions, as numpy's ``sums[:, 0] / grad_scale``).  ``bits (n, W)`` are
+    the categorical splits' left sets: a categorical node keeps the ``ceil(
+    n_value_bins[feature] / 64)`` words its feature needs, node i's from
+    ``cat_words[cat_ptr[i]]`` (``cat_ptr (n + 1,)``; ``cat_words`` holds at least one
+    word, all zero when no split is categorical).
+
     Returns (feature, bin, default_left, left, right (n,) int32/uint8, count (n,)
     int64, gain, threshold (n,) float64, n_categorical, leaves (L,) int64 in node
-    order, leaf_start, leaf_stop (L,) int64: each leaf's range of the sample indices).
+    order, leaf_start, leaf_stop (L,) int64: each leaf's range of the sample indices,
+    grad_sum, cover (n,) float64, cat_ptr (n + 1,) int64, cat_words uint64).
     """
     feature = np.full(n, -1, np.int32)
     bin_thr = np.full(n, -1, np.int32)
@@ -99,12 +109,18 @@ def tree_fields(ints, gain, n, n_value_bins, thresholds, thr_offsets):
     count = np.empty(n, np.int64)
     g = np.zeros(n)
     threshold = np.zeros(n)
+    grad_sum = np.empty(n)
+    cover = np.empty(n)
+    cat_ptr = np.zeros(n + 1, np.int64)
     n_cat = 0
     n_leaves = 0
     for i in range(n):
         left[i] = ints[i, LEFT]
         right[i] = ints[i, RIGHT]
         count[i] = ints[i, COUNT]
+        grad_sum[i] = np.float64(sums[i, 0]) / grad_scale
+        cover[i] = np.float64(sums[i, 1]) / hess_scale
+        cat_ptr[i + 1] = cat_ptr[i]
         if ints[i, LEFT] < 0:
             n_leaves += 1
             continue
@@ -117,10 +133,16 @@ def tree_fields(ints, gain, n, n_value_bins, thresholds, thr_offsets):
         if b < 0:
             threshold[i] = np.nan
             n_cat += 1
+            cat_ptr[i + 1] += (n_value_bins[f] + 63) // 64
         elif b < n_value_bins[f] - 1:
             threshold[i] = thresholds[thr_offsets[f] + b]
         else:
             threshold[i] = np.inf
+    cat_words = np.zeros(max(cat_ptr[n], 1), np.uint64)
+    if n_cat:
+        for i in range(n):
+            for w in range(cat_ptr[i + 1] - cat_ptr[i]):
+                cat_words[cat_ptr[i] + w] = bits[i, w]
     leaves = np.empty(n_leaves, np.int64)
     leaf_start = np.empty(n_leaves, np.int64)
     leaf_stop = np.empty(n_leaves, np.int64)
@@ -132,4 +154,4 @@ def tree_fields(ints, gain, n, n_value_bins, thresholds, thr_offsets):
             leaf_stop[k] = ints[i, STOP]
             k += 1
     return (feature, bin_thr, default_left, left, right, count, g, threshold, n_cat, leaves,
-            leaf_start, leaf_stop)
+            leaf_start, leaf_stop, grad_sum, cover, cat_ptr, cat_words)

@@ -242,17 +242,6 @@ class Tree(NamedTuple):
         return int(self.feature[internal].max()) if internal.any() else -1
 
 
-def cat_bitsets(bits, is_cat_node, n_value_bins):
-    """(cat_ptr, cat_words) of a tree from the node table's bitsets ``bits (n, W)``:
-    a categorical node keeps the ``ceil(n_value_bins / 64)`` words its feature needs."""
-    nw = np.where(is_cat_node, (np.asarray(n_value_bins) + 63) // 64, 0).astype(np.int64)
-    ptr = np.concatenate([[0], np.cumsum(nw)]).astype(np.int64)
-    words = np.zeros(max(int(ptr[-1]), 1), np.uint64)
-    for i in np.flatnonzero(is_cat_node):
-        words[ptr[i]:ptr[i + 1]] = bits[i, :nw[i]]
-    return ptr, words
-
-
 class Ensemble(NamedTuple):
     """Concatenated node arrays of many trees (see module docstring), plus the packed
     node records the batch predictor walks (``records``, see ``node_records``).

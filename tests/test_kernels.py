@@ -1051,14 +1051,17 @@ def test_max_abs_equals_numpy_on_its_bit_patterns(n):
             np.testing.assert_array_equal(got, want, err_msg=case)
 
 
-def test_tree_fields_equal_the_numpy_reference():
+@pytest.mark.parametrize("n_cat_splits", [0, 1, 2])
+def test_tree_fields_equal_the_numpy_reference(n_cat_splits):
     """``nodes.tree_fields`` (one compiled pass over the grown rows) gives the node
     arrays, dtypes included, that per-column numpy reads give: leaves' fields blank,
     numeric thresholds from the bin mapper (+inf after the last value bin), NaN for a
-    categorical split, the leaves and their row ranges in node order."""
+    categorical split, the leaves and their row ranges in node order, the sums over
+    their scales bit for bit, and each categorical split's words of its left set (as
+    many as its feature's bins need: one or two here)."""
     from bonsai import nodes as N
     rng = np.random.default_rng(11)
-    n_value_bins = np.array([4, 1, 7, 3], np.int64)
+    n_value_bins = np.array([4, 1, 7, 3, 100], np.int64)
     thr_offsets = np.concatenate([[0], np.cumsum(n_value_bins - 1)]).astype(np.int64)
     thresholds = np.sort(rng.normal(size=int(thr_offsets[-1])))
     n = 9
@@ -1069,14 +1072,21 @@ def test_tree_fields_equal_the_numpy_reference():
     ints[:, N.FEATURE] = rng.integers(0, 4, n + 3)
     ints[:, N.BIN] = [min(b, int(n_value_bins[f]) - 1) for b, f in
                       zip(rng.integers(0, 7, n + 3), ints[:, N.FEATURE])]
-    ints[1, N.BIN] = -1                                  # a categorical split
+    if n_cat_splits >= 1:
+        ints[1, N.BIN] = -1                              # a categorical split
+    if n_cat_splits >= 2:
+        ints[3, N.FEATURE], ints[3, N.BIN] = 4, -1       # one of 100 bins: two words
     ints[2, N.FEATURE], ints[2, N.BIN] = 2, 6            # the last value bin: +inf
     ints[:, N.DEFAULT_LEFT] = rng.integers(0, 2, n + 3)
     ints[:, N.COUNT] = rng.integers(1, 100, n + 3)
     ints[:, N.START] = rng.integers(0, 50, n + 3)
     ints[:, N.STOP] = ints[:, N.START] + rng.integers(0, 50, n + 3)
     gain = rng.normal(size=n + 3)
-    got = N.tree_fields(ints, gain, n, n_value_bins, thresholds, thr_offsets)
+    sums = rng.integers(-2 ** 62, 2 ** 62, (n + 3, 3))
+    bits = rng.integers(0, 2 ** 63, (n + 3, 2)).astype(np.uint64) * np.uint64(2) + np.uint64(1)
+    sg, sh = 2.0 ** 40, 3.0 ** 20
+    got = N.tree_fields(ints, gain, sums, bits, n, n_value_bins, thresholds, thr_offsets,
+                        sg, sh)
     t = ints[:n]
     internal = t[:, N.LEFT] >= 0
     feature = np.where(internal, t[:, N.FEATURE], -1).astype(np.int32)
@@ -1087,10 +1097,18 @@ def test_tree_fields_equal_the_numpy_reference():
         thr[i] = (np.nan if b < 0 else np.inf if b >= n_value_bins[f] - 1
                   else thresholds[thr_offsets[f] + b])
     leaves = np.flatnonzero(~internal)
+    is_cat = internal & (bins < 0)
+    nw = np.where(is_cat, (n_value_bins[np.maximum(feature, 0)] + 63) // 64, 0)
+    cat_ptr = np.concatenate([[0], np.cumsum(nw)]).astype(np.int64)
+    cat_words = np.zeros(max(int(cat_ptr[-1]), 1), np.uint64)
+    for i in np.flatnonzero(is_cat):
+        cat_words[cat_ptr[i]:cat_ptr[i + 1]] = bits[i, :nw[i]]
+    assert int(cat_ptr[-1]) == [0, 1, 3][n_cat_splits]
     want = (feature, bins, np.where(internal, t[:, N.DEFAULT_LEFT], 0).astype(np.uint8),
             t[:, N.LEFT].astype(np.int32), t[:, N.RIGHT].astype(np.int32),
-            t[:, N.COUNT].copy(), np.where(internal, gain[:n], 0.0), thr, 1, leaves,
-            t[leaves, N.START], t[leaves, N.STOP])
+            t[:, N.COUNT].copy(), np.where(internal, gain[:n], 0.0), thr, n_cat_splits,
+            leaves, t[leaves, N.START], t[leaves, N.STOP], sums[:n, 0] / sg,
+            sums[:n, 1] / sh, cat_ptr, cat_words)
     assert len(got) == len(want)
     for a, b in zip(got, want):
         if isinstance(b, int):

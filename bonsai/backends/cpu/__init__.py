@@ -15,6 +15,7 @@ rows whatever the node sizes; because histogram cells are integers, the result d
 not depend on that split.  The thresholds below are read at every fit (tests lower
 them to force work splitting).
 """
+import math
 import sys
 
 import numba
@@ -175,10 +176,12 @@ def tree_scales(max_g, max_h, neg, n_rows, packed, quant_bins=0, comm=LOCAL):
     Raises FloatingPointError when a maximum is not finite (NaN or inf gradients), and
     ValueError in packed mode when a hessian is negative.
     """
-    # np.max keeps a NaN: the finiteness check below sees it
-    every = np.array(comm.allgather((float(max_g), float(max_h), float(neg))), np.float64)
-    max_g, max_h, neg = (float(v) for v in every.max(axis=0))
-    if not (np.isfinite(max_g) and np.isfinite(max_h)):
+    if comm.size == 1:          # one shard: its maxima are the maxima
+        max_g, max_h, neg = float(max_g), float(max_h), float(neg)
+    else:   # np.max keeps a NaN: the finiteness check below sees it
+        every = np.array(comm.allgather((float(max_g), float(max_h), float(neg))), np.float64)
+        max_g, max_h, neg = (float(v) for v in every.max(axis=0))
+    if not (math.isfinite(max_g) and math.isfinite(max_h)):
         raise FloatingPointError("non-finite gradient or hessian")
     if packed:
         if neg > 0.0:
