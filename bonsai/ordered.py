@@ -47,6 +47,21 @@ def targets(y, objective, k_out):
     return y.reshape(y.shape[0], -1).copy()
 
 
+def unique_keys(keys):
+    """``np.unique(keys, return_inverse=True)`` of int64 keys >= -1 (the inverse as
+    int64): by counting when the keys span at most a few times as many values as
+    there are keys (one id column: its codes), by numpy's sort otherwise (pairs of
+    ids span their product)."""
+    top = int(keys.max()) if keys.size else -1
+    if keys.size and top < 4 * keys.size + 1024:
+        seen = np.bincount(keys + 1, minlength=top + 2) > 0   # slot 0: key -1
+        uniq = np.flatnonzero(seen) - 1
+        rank = np.cumsum(seen) - 1
+        return uniq, rank[keys + 1]
+    uniq, dense = np.unique(keys, return_inverse=True)
+    return uniq, dense.astype(np.int64)
+
+
 def row_keys(codes, cards):
     """int64 keys of rows from the code columns of a group's sources (-1: missing)."""
     key = codes[0].astype(np.int64)
@@ -299,8 +314,7 @@ class OrderedEncoding:
         m = self.model
         keys = row_keys([self.codes[self.pos[j]] for j in sources],
                         [m.cards[j] for j in sources])
-        uniq, dense = np.unique(keys, return_inverse=True)
-        dense = dense.astype(np.int64)
+        uniq, dense = unique_keys(keys)
         if uniq.size and uniq[0] < 0:       # missing: code -1, not a key
             dense -= 1
             uniq = uniq[1:]

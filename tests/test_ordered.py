@@ -197,3 +197,24 @@ def test_errors():
     with pytest.raises(ValueError, match="cat_encoding"):
         bonsai.train({"cat_encoding": "onehot"}, bonsai.Dataset(df, label=y))
     assert row_keys([np.array([1, -1, 2]), np.array([0, 3, -1])], [4, 5]).tolist() == [5, -1, -1]
+
+
+@pytest.mark.parametrize("case", ["codes", "codes_missing", "all_missing", "wide_pairs",
+                                  "one_key", "empty"])
+def test_unique_keys_equals_numpy_unique(case):
+    """``ordered.unique_keys`` (counting for narrow key ranges, numpy's sort for wide
+    ones) gives ``np.unique(keys, return_inverse=True)``: the sorted distinct keys and
+    each row's rank among them, -1 (missing) included as the smallest key."""
+    from bonsai.ordered import unique_keys
+    rng = np.random.default_rng(7)
+    keys = {"codes": rng.integers(0, 500, 3000),
+            "codes_missing": np.where(rng.random(3000) < 0.2, -1, rng.integers(0, 40, 3000)),
+            "all_missing": np.full(100, -1),
+            "wide_pairs": rng.integers(-1, 10 ** 9, 2000),      # past the counting range
+            "one_key": np.full(50, 7),
+            "empty": np.empty(0)}[case].astype(np.int64)
+    uniq, dense = unique_keys(keys)
+    want_u, want_d = np.unique(keys, return_inverse=True)
+    assert uniq.dtype == np.int64 and dense.dtype == np.int64
+    np.testing.assert_array_equal(uniq, want_u)
+    np.testing.assert_array_equal(dense, want_d)
