@@ -43,8 +43,13 @@ def run_entry(entry, libs, k, seeds, threads, rounds):
     for seed in range(seeds):
         for tr, te in folds(y, e.task, k, seed):
             y_fit = y[tr].astype(np.int64) if e.task != "regression" else y[tr]
+            frames = {}         # CatBoost takes its categories as strings, the others not
             for lib in libs:
-                dtr, dte = S.frames(X[tr], X[te], e.cat_cols, category_dtype=lib != "catboost")
+                as_category = lib != "catboost"
+                if as_category not in frames:
+                    frames[as_category] = S.frames(X[tr], X[te], e.cat_cols,
+                                                   category_dtype=as_category)
+                dtr, dte = frames[as_category]
                 cat_names = [c for c in dtr.columns if c.startswith("c")]
                 model, fit_kw = B.LIBS[lib](e.task, threads, rounds, cat_names)
                 model.fit(dtr, y_fit, **fit_kw)

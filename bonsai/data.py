@@ -7,8 +7,8 @@ import numbers
 
 import numpy as np
 
-from ._frames import (FLOAT32_MAX_CODES, arrow_vector, from_arrow, from_polars,
-                      is_arrow_table, is_arrow_vector, is_polars_frame)
+from ._frames import (arrow_vector, from_arrow, from_polars, is_arrow_table, is_arrow_vector,
+                      is_polars_frame, wide_enough)
 
 
 def _is_pandas_df(data):
@@ -35,20 +35,20 @@ def _from_pandas(df):
         cols.append(s)
     dtypes = {np.dtype(s.dtype) if isinstance(s.dtype, np.dtype) else None
               for j, s in enumerate(cols) if j not in cats}
-    # float32 when every numeric column is (a float64 copy of float32 data doubles the
-    # largest transient of a fit) and every category code is exact in it
-    float32 = dtypes <= {np.dtype(np.float32)} and bool(cols) and all(
-        len(c) <= FLOAT32_MAX_CODES for c in cats.values())
+    # float32 when every numeric column is: a float64 copy of float32 data doubles the
+    # largest transient of a fit (category codes widen it only past float32's exact range)
+    float32 = bool(cols) and dtypes <= {np.dtype(np.float32)}
     if cats:
-        dtype = np.float32 if float32 else np.float64
-        out = np.empty(df.shape, dtype)     # C order: the category coding runs in place
+        # C order: the category coding runs in place
+        out = np.empty(df.shape, np.float32 if float32 else np.float64)
         for j, s in enumerate(cols):
             if j in cats:
-                codes = s.cat.codes.to_numpy().astype(dtype)
+                out = wide_enough(out, len(cats[j]))
+                codes = s.cat.codes.to_numpy().astype(out.dtype)
                 codes[codes < 0] = np.nan
                 out[:, j] = codes
             else:
-                out[:, j] = s.to_numpy(dtype=dtype, na_value=np.nan)
+                out[:, j] = s.to_numpy(dtype=out.dtype, na_value=np.nan)
         return out, names, cats
     if float32:
         out = df.to_numpy(dtype=np.float32, na_value=np.nan)

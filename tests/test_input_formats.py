@@ -145,7 +145,6 @@ def test_float32_frames_with_categories_stay_float32(monkeypatch):
     one float64 column makes the matrix float64, and codes that float32 cannot hold
     exactly (past ``FLOAT32_MAX_CODES`` categories) widen it to float64."""
     import bonsai._frames as F
-    import bonsai.data as D
     pdf, _, y = _categorical_frames(np.random.default_rng(3))
     pdf32 = pdf.assign(x=pdf["x"].astype(np.float32))
     cats = list(pdf["k"].cat.categories)
@@ -162,7 +161,6 @@ def test_float32_frames_with_categories_stay_float32(monkeypatch):
     assert to_matrix(pdf32.assign(z=np.zeros(len(pdf), np.float64)),
                      with_categories=True)[0].dtype == np.float64
     monkeypatch.setattr(F, "FLOAT32_MAX_CODES", 3)     # 4 categories: past the limit
-    monkeypatch.setattr(D, "FLOAT32_MAX_CODES", 3)
     for frame in frames32:
         X, _, _ = to_matrix(frame, with_categories=True)
         assert X.dtype == np.float64, type(frame)

@@ -22,7 +22,7 @@ import numba
 import numpy as np
 
 from ..._dtypes import FIXED_POINT_BITS, count_bits, fixed_point_scale
-from ...comm import LOCAL
+from ...comm import LOCAL, is_local
 from ...scores import HostScores
 from ...sparse import SparseBins
 from ...split_settings import CatSettings, Scales
@@ -176,7 +176,7 @@ def tree_scales(max_g, max_h, neg, n_rows, packed, quant_bins=0, comm=LOCAL):
     Raises FloatingPointError when a maximum is not finite (NaN or inf gradients), and
     ValueError in packed mode when a hessian is negative.
     """
-    if comm.size == 1:          # one shard: its maxima are the maxima
+    if is_local(comm):          # one shard: its maxima are the maxima
         max_g, max_h, neg = float(max_g), float(max_h), float(neg)
     else:   # np.max keeps a NaN: the finiteness check below sees it
         every = np.array(comm.allgather((float(max_g), float(max_h), float(neg))), np.float64)
