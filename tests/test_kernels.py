@@ -170,6 +170,90 @@ def test_map_to_bins_tiles_count_the_thresholds_below(layout, monkeypatch):
                 np.testing.assert_array_equal(bm.transform_columns(X), ref)
 
 
+@pytest.mark.parametrize("layout", ["C", "F"])
+def test_map_to_bins_mostly_zero_features_bin_as_the_tiles_do(layout, monkeypatch):
+    """Features mostly of zeros (``binning.mostly_zero``) with 16 or more thresholds
+    are binned a value at a time (``_bin_tile_sparse``): the same bins as
+    ``searchsorted`` for zeros of either sign (thresholds below, at and above 0),
+    other values, +-inf and NaN; a feature the sample calls mostly zero whose later
+    rows are dense bins the same; serial and parallel, row and column pieces."""
+    import bonsai.binning as binning
+    rng = np.random.default_rng(17)
+    n = 5 * binning._kernels._MAP_ROWS + 11
+    counts = [15, 16, 17, 40, 254]      # max_bin 255: at most 254 thresholds
+    sets = []
+    for k in counts:
+        t = np.unique(np.round(rng.normal(size=6 * k) * 30, 1))[:k - 1]
+        sets.append(np.unique(np.concatenate([t, [0.0]])))   # a threshold at exactly 0
+    assert [t.size for t in sets] == counts
+    cols = []
+    for t in sets:
+        pool = np.concatenate([t, t + 0.05, [-np.inf, np.inf, np.nan, 1e30, -1e30]])
+        col = rng.choice(pool, size=n)
+        zero = rng.random(n) < 0.85
+        col[zero] = rng.choice([0.0, -0.0], size=int(zero.sum()))
+        cols.append(col)
+    dense_tail = rng.choice(np.concatenate([sets[3], sets[3] + 0.05]), size=n)
+    dense_tail[::1024] = 0.0        # the sampled rows (every n // 1024-th) hold zeros
+    cols.append(np.where(np.arange(n) % (n // 1024) == 0, 0.0, dense_tail))
+    sets.append(sets[3])
+    X = np.column_stack(cols)
+    offsets = np.concatenate([[0], np.cumsum([t.size for t in sets])]).astype(np.int64)
+    bm = BinMapper(np.concatenate(sets), offsets, 255)
+    assert binning.mostly_zero(X).tolist() == [1, 1, 1, 1, 1, 1]
+    ref = np.stack([np.where(np.isnan(X[:, f]), sets[f].size + 1,
+                             np.searchsorted(sets[f], X[:, f], side="left"))
+                    for f in range(len(sets))])
+    for parallel_cells in (binning._kernels.PARALLEL_CELLS, 1):   # serial, parallel
+        monkeypatch.setattr(binning._kernels, "PARALLEL_CELLS", parallel_cells)
+        for chunk in (1 << 24, 4001):
+            monkeypatch.setattr(binning, "TRANSFORM_CHUNK_CELLS", chunk)
+            with thread_context(2):
+                got = bm.transform_columns(np.asarray(X, order=layout))
+            np.testing.assert_array_equal(got, ref)
+    monkeypatch.setattr(binning, "MOSTLY_ZERO_SHARE", 2.0)          # the tiles everywhere
+    with thread_context(2):
+        np.testing.assert_array_equal(bm.transform_columns(np.asarray(X, order=layout)), ref)
+
+
+def test_distinct_values_of_zero_heavy_columns_equal_the_full_sort():
+    """A column at least a quarter zeros skips its zeros in the sort
+    (``_distinct_zeros``): the same distinct values and weights, value bits included
+    (-0.0 when any zero is -0.0, as the full sort keeps the first of equal values), as
+    the sort of every value, for zeros before, between and after the other values,
+    with NaN, in float32 and float64."""
+    from bonsai.backends.cpu import thresholds as K
+    rng = np.random.default_rng(23)
+
+    def full(col):       # the sorted path's list, by numpy
+        v = np.sort(col[~np.isnan(col)].astype(np.float64), kind="stable")
+        keys = v.copy()
+        keys[keys == 0.0] = 0.0                          # -0.0 and 0.0 are one value
+        uniq, first, counts = np.unique(keys, return_index=True, return_counts=True)
+        vals = v[first]
+        if (v == 0.0).any():                              # np.sort: -0.0 not before 0.0
+            vals[uniq == 0.0] = -0.0 if np.signbit(col[col == 0.0]).any() else 0.0
+        return vals, counts.astype(np.float64)
+
+    cases = [rng.choice([0.0, 0.0, 0.0, 1.0, 2.5, -3.0], 400),
+             np.where(rng.random(400) < 0.9, 0.0, rng.normal(size=400)),
+             np.where(rng.random(400) < 0.5, -0.0, np.abs(rng.normal(size=400)) + 0.1),
+             np.where(rng.random(400) < 0.5, 0.0, -np.abs(rng.normal(size=400)) - 0.1),
+             np.zeros(400), np.full(400, -0.0),
+             np.where(rng.random(400) < 0.3, np.nan, rng.choice([0.0, -0.0, 4.0], 400)),
+             rng.normal(size=400)]                        # few zeros: the full sort
+    for col in cases:
+        for dtype in (np.float64, np.float32):
+            c = col.astype(dtype)
+            vals = np.empty(c.shape[0])
+            wts = np.empty(c.shape[0])
+            k = K._distinct(c.copy(), None, vals, wts)
+            want_v, want_w = full(c)
+            np.testing.assert_array_equal(vals[:k], want_v)
+            np.testing.assert_array_equal(np.signbit(vals[:k]), np.signbit(want_v))
+            np.testing.assert_array_equal(wts[:k], want_w)
+
+
 def test_binmapper_special_values_and_constant_feature():
     rng = np.random.default_rng(0)
     n = 500

@@ -18,7 +18,8 @@ import numpy as np
 from numba import njit, prange
 
 from ._jit import parallel_kernel
-from .binning import _bin_of, _distinct, greedy_thresholds
+from .binning import _bin_of
+from .thresholds import _distinct, greedy_thresholds
 from .partition import task_places
 from .predict import _in_set
 
