@@ -60,6 +60,7 @@ class Grower:
         self.min_child_samples = p.min_child_samples
         self.cfg = SplitSettings.from_params(p)
         self.colsample = (p.colsample_bytree, p.colsample_bylevel, p.colsample_bynode)
+        self.sampled = self.colsample != (1.0, 1.0, 1.0)    # any column sampling
         self._all_features = np.ones((2, self.n_value_bins.shape[0]), np.uint8)
         self._no_features = np.zeros((2, self.n_value_bins.shape[0]), np.uint8)
         self.has_cat = bool(bin_mapper.is_cat.any())
@@ -128,7 +129,7 @@ class Grower:
     def _masks(self, depths, state):
         """(m, F) uint8 feature masks for nodes at ``depths`` (bytree & bylevel & bynode)."""
         n_features = self.n_value_bins.shape[0]
-        if self.colsample == (1.0, 1.0, 1.0):   # no column sampling: one cached mask
+        if not self.sampled:   # no column sampling: one cached mask
             if self._all_features.shape[0] < len(depths):
                 self._all_features = np.ones((2 * len(depths), n_features), np.uint8)
             return self._all_features[:len(depths)]
@@ -156,10 +157,12 @@ class Grower:
         nodes = self.nodes
         nodes.reset()
         n_features = self.n_value_bins.shape[0]
-        rng = (None if self.colsample == (1.0, 1.0, 1.0)
-               else np.random.default_rng(list(seed)))
-        state = {"rng": rng, "level": {},
-                 "tree": self._sample(rng, np.arange(n_features), self.colsample[0])}
+        # the sampling state (None without column sampling: no mask reads it)
+        state = None
+        if self.sampled:
+            rng = np.random.default_rng(list(seed))
+            state = {"rng": rng, "level": {},
+                     "tree": self._sample(rng, np.arange(n_features), self.colsample[0])}
         root = nodes.add(0, idx.shape[0], 0, -1, n_total)
         nodes.ints[root, SLOT] = self.pool.alloc()
         if self._compiled_leafwise():   # this loop as one compiled call (cpu)
@@ -200,7 +203,7 @@ class Grower:
     def _compiled_leafwise(self):
         """Whether this leaf-wise tree grows in one backend call (``grow_leafwise``):
         nothing of the loop's runs between its splits (no column sampling)."""
-        return (self.policy == "leafwise" and self.colsample == (1.0, 1.0, 1.0)
+        return (self.policy == "leafwise" and not self.sampled
                 and LEAFWISE_COMPILED and hasattr(self.builder, "grow_leafwise")
                 and self.builder.can_grow_leafwise(self.nodes, self.max_leaves, self.max_depth))
 

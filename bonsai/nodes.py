@@ -14,7 +14,9 @@ shard, ``STOP - START``),
 (grad, hess, count) sums in the histogram's fixed point, and ``bits (capacity, W)
 uint64`` a categorical split's left categories (its ``BIN`` is -1; bit b: bin b).
 
-``tree_fields`` turns the grown rows into a tree's node arrays in one compiled pass.
+``tree_fields`` turns the grown rows into a tree's node arrays in one compiled pass,
+and ``shrink_values`` shrinks its values by the learning rate and returns their range
+(what the divergence check reads) in another.
 """
 import numpy as np
 from numba import njit
@@ -155,3 +157,26 @@ def tree_fields(ints, gain, sums, bits, n, n_value_bins, thresholds, thr_offsets
             k += 1
     return (feature, bin_thr, default_left, left, right, count, g, threshold, n_cat, leaves,
             leaf_start, leaf_stop, grad_sum, cover, cat_ptr, cat_words)
+
+
+@njit(cache=True, nogil=True)
+def shrink_values(value, rate):
+    """``value *= rate`` in place (1-D float64: the same products as numpy's) and the
+    (smallest, largest) product; both NaN when a product is NaN (as numpy's min and
+    max), +-inf when one is infinite.  One compiled call a tree instead of numpy's
+    multiply, min and max, each slower on a tree's few values than the work (the
+    round's Python runs with cold caches after the split step: on agaricus, 300
+    rounds, the divergence check alone took 6-7 ms of a 0.10 s fit)."""
+    lo = np.inf
+    hi = -np.inf
+    nan = False
+    for i in range(value.shape[0]):
+        v = value[i] * rate
+        value[i] = v
+        if v != v:
+            nan = True
+        lo = min(lo, v)
+        hi = max(hi, v)
+    if nan:
+        return np.nan, np.nan
+    return lo, hi

@@ -17,6 +17,8 @@ from . import comm as _comm_mod
 from ._dtypes import IDX
 from ._profile import stage
 from .class_trees import grow_side_by_side, side_growers
+from .io.model_file import add_margin_range, margin_bounds
+from .nodes import shrink_values
 
 
 def _seed(random_state, it, k):
@@ -61,25 +63,26 @@ def grow_round(p, booster, objective, grower, backend, y, w, raw, evals, grad, h
         return
     growers = side_growers(grower, p, k_out, comm, objective)
     if growers is not None:     # small data: the class trees side by side
-        trees = grow_side_by_side(growers, k_out, lambda g, k: _grow_output(
+        grown = grow_side_by_side(growers, k_out, lambda g, k: _grow_output(
             p, g, scores, backend, objective, k, it, n_rows, n_total, rows, oob, evals,
             y, w, raw, grad, hess, comm, segs, None))
-        for k, tree in enumerate(trees):
-            _check_margins(booster, scores, tree, k, it, p)
+        for k, (tree, vrange) in enumerate(grown):
+            _check_margins(booster, scores, tree, k, it, p, vrange)
             booster._append(tree if enc is None else enc.to_model(tree), k)
         return
     for k in range(k_out):
-        tree = _grow_output(p, grower, scores, backend, objective, k, it, n_rows, n_total,
-                            rows, oob, evals, y, w, raw, grad, hess, comm, segs,
-                            lambda t, k=k: _check_margins(booster, scores, t, k, it, p))
+        tree, _ = _grow_output(p, grower, scores, backend, objective, k, it, n_rows, n_total,
+                               rows, oob, evals, y, w, raw, grad, hess, comm, segs,
+                               lambda t, r, k=k: _check_margins(booster, scores, t, k, it, p, r))
         booster._append(tree if enc is None else enc.to_model(tree), k)
 
 
 def _grow_output(p, grower, scores, backend, objective, k, it, n_rows, n_total, rows, oob,
                  evals, y, w, raw, grad, hess, comm, segs, check):
     """Output k's tree of round ``it`` with ``grower``: its cells, the tree, leaf
-    renewal, shrinkage, ``check(tree)`` (None: the caller checks), and output k's
-    margins of the training, out-of-bag and valid rows.  Returns the tree."""
+    renewal, shrinkage, ``check(tree, value_range)`` (None: the caller checks), and
+    output k's margins of the training, out-of-bag and valid rows.  Returns (the tree,
+    its shrunk values' (min, max))."""
     builder = grower.builder
     seed = _seed(p.random_state, it, k) if p.quantized_grad else 0  # rounding seed
     scales = _quantized(objective, it, lambda: scores.quantize(
@@ -93,9 +96,9 @@ def _grow_output(p, grower, scores, backend, objective, k, it, n_rows, n_total, 
         with stage("renew_leaves"):
             _renew_leaves(objective, tree, leaves, l0, l1, idx, y, w, raw[k], comm,
                           segs)
-    tree.value[:] *= p.learning_rate
+    vrange = shrink_values(tree.value, p.learning_rate)
     if check is not None:
-        check(tree)
+        check(tree, vrange)
     with stage("score_update"):
         scores.add_leaf_values(k, idx, l0, l1, tree.value[leaves])
         if oob is not None:
@@ -105,7 +108,7 @@ def _grow_output(p, grower, scores, backend, objective, k, it, n_rows, n_total, 
         for ev in evals:
             backend.predict_binned_add(ev.X_cols, ev.rows, tree, grower.bm.missing_bin,
                                        ev.raw[k])
-    return tree
+    return tree, vrange
 
 
 def _quantized(objective, it, quantize):
@@ -133,22 +136,27 @@ def _tree_rows(scores, builder, n_rows, rows):
     return idx
 
 
-def _check_margins(booster, scores, tree, k, it, p):
+def _check_margins(booster, scores, tree, k, it, p, vrange=None):
     """A new tree's values are finite and keep the model's margins within float64
     (``model_file.margin_bounds``, the rule the model file reader applies), else
-    ValueError: training diverged.  The running bounds live on ``scores`` (this fit's)."""
-    from .io.model_file import margin_bounds
+    ValueError: training diverged.  The running bounds live on ``scores`` (this fit's).
+    ``vrange``: the scalar tree's (min, max) value (``shrink_values``); None: read
+    here (vector leaves: per output)."""
     bounds = getattr(scores, "margin_bounds", None)
     try:
-        v = tree.value
         # min and max are NaN when a value is, and +-inf when one is (cheaper than
         # np.isfinite over the values: this runs once a tree)
-        if not (math.isfinite(float(v.min())) and math.isfinite(float(v.max()))):
+        lo, hi = vrange if vrange is not None else (tree.value.min(), tree.value.max())
+        if not (math.isfinite(lo) and math.isfinite(hi)):
             raise ValueError("a leaf value is not finite")
         if bounds is None:
             base = [float(b) for b in booster.base_score]
-            bounds = margin_bounds(booster.trees, booster.tree_class, (base, list(base)))
-        scores.margin_bounds = margin_bounds([tree], [k], bounds)
+            bounds = scores.margin_bounds = margin_bounds(
+                booster.trees, booster.tree_class, (base, list(base)))
+        if vrange is None:
+            margin_bounds([tree], [k], bounds)
+        else:
+            add_margin_range(bounds, k, lo, hi)
     except ValueError as e:
         raise ValueError(f"the model diverged at iteration {it}: {e} (learning_rate="
                          f"{p.learning_rate!r}); lower learning_rate or set max_delta_step"

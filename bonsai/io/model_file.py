@@ -291,20 +291,27 @@ def margin_bounds(trees, tree_class, bounds):
     value.  Raises ValueError when a bound leaves float64, i.e. when some row's margin
     could overflow on the way -- the trainer checks its trees with the same rule, so
     every model it writes loads."""
-    lo, hi = bounds
     for tree, c in zip(trees, tree_class):
         v = tree.value
         if v.ndim == 1:     # a scalar tree: two floats (the trainer checks every tree)
-            mins, maxs = (float(v.min()),), (float(v.max()),)
+            add_margin_range(bounds, c, float(v.min()), float(v.max()))
         else:
-            mins, maxs = v.min(axis=0).tolist(), v.max(axis=0).tolist()
-        for j, (tmin, tmax) in enumerate(zip(mins, maxs)):
-            lo[c + j] += tmin
-            hi[c + j] += tmax
-            if not (math.isfinite(lo[c + j]) and math.isfinite(hi[c + j])):
-                raise ValueError("tree values (with base_score) can add up to a margin "
-                                 "beyond float64; the leaf values are too large")
-    return lo, hi
+            for j, (tmin, tmax) in enumerate(zip(v.min(axis=0).tolist(),
+                                                 v.max(axis=0).tolist())):
+                add_margin_range(bounds, c + j, tmin, tmax)
+    return bounds
+
+
+def add_margin_range(bounds, c, tmin, tmax):
+    """``margin_bounds``' step for output ``c``: add one tree's smallest and largest
+    value ``tmin``, ``tmax`` (floats) to ``bounds = (lo, hi)`` in place; ValueError
+    when a bound leaves float64."""
+    lo, hi = bounds
+    lo[c] += tmin
+    hi[c] += tmax
+    if not (math.isfinite(lo[c]) and math.isfinite(hi[c])):
+        raise ValueError("tree values (with base_score) can add up to a margin "
+                         "beyond float64; the leaf values are too large")
 
 
 def _check_margin(doc, trees):
