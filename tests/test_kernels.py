@@ -1135,6 +1135,29 @@ def test_max_abs_equals_numpy_on_its_bit_patterns(n):
             np.testing.assert_array_equal(got, want, err_msg=case)
 
 
+def test_shrink_values_equal_numpy_and_flag_non_finite_values():
+    """``nodes.shrink_values`` multiplies in place as numpy does, bit for bit, and
+    returns numpy's min and max of the products: NaN for both when a product is NaN,
+    +-inf when one overflows or is infinite."""
+    from bonsai import nodes as N
+    rng = np.random.default_rng(4)
+    v = rng.normal(size=37) * 10.0 ** rng.integers(-300, 300, 37)
+    for rate in (0.1, 0.3, 1.0, 1e300):
+        with np.errstate(over="ignore"):
+            want = v * rate
+        got = v.copy()
+        lo, hi = N.shrink_values(got, rate)
+        np.testing.assert_array_equal(got.view(np.int64), want.view(np.int64))
+        assert (lo, hi) == (want.min(), want.max())
+    for bad, expect in ((np.nan, "nan"), (np.inf, "inf"), (-np.inf, "-inf")):
+        w = np.array([1.0, bad, -2.0])
+        lo, hi = N.shrink_values(w, 0.5)
+        if expect == "nan":
+            assert np.isnan(lo) and np.isnan(hi)
+        else:
+            assert (lo, hi) == ((-np.inf, 0.5) if expect == "-inf" else (-1.0, np.inf))
+
+
 @pytest.mark.parametrize("n_cat_splits", [0, 1, 2])
 def test_tree_fields_equal_the_numpy_reference(n_cat_splits):
     """``nodes.tree_fields`` (one compiled pass over the grown rows) gives the node
