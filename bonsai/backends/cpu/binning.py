@@ -124,9 +124,10 @@ SPARSE_TILE_THRESHOLDS = 16
 
 @njit(cache=True, nogil=True)
 def _bin_tile_sparse(X, f, r0, m, pad, nt, zero_bin, out, o0):
-    """``_bin_tile`` for a feature whose values are mostly zero: a zero (either sign)
-    takes ``zero_bin`` (the thresholds below 0), any other value a branchless binary
-    search of the ``nt`` thresholds in ``pad`` (NaN ``nt + 1``): the same bins.
+    """``_bin_tile`` for a feature whose values are mostly zero: each value by ``_bin``
+    (the search path's: a zero, either sign, takes ``zero_bin``, any other value a
+    branchless binary search of the ``nt`` thresholds in ``pad``; NaN ``nt + 1``),
+    which gives the same bins.
 
     The tile passes count every threshold for every value, zeros too: 16 coarse
     compares and one 16-wide segment a value.  On count columns (term-frequency like,
@@ -135,8 +136,7 @@ def _bin_tile_sparse(X, f, r0, m, pad, nt, zero_bin, out, o0):
     path read 9-10% slower there), so the choice is per feature (``mostly_zero``,
     from a sample of the rows)."""
     for r in range(m):
-        x = np.float64(X[r0 + r, f])
-        out[o0 + r] = zero_bin if x == 0.0 else _bin_of(x, pad, 0, nt)
+        out[o0 + r] = _bin(np.float64(X[r0 + r, f]), pad, 0, nt, zero_bin)
 
 
 @parallel_kernel

@@ -59,7 +59,10 @@ def _distinct_zeros(col, n_zero, out_values, out_weights):
     first of equal values).  The same list, from a sort of the other values only:
     ``BinMapper.fit`` of 100k x 400 float32 columns 88% zeros, the rest log-normal
     (more distinct values than the streaming pass keeps, so every column is sorted),
-    took 0.21-0.22 s with the full sort and 0.09 s this way, the same thresholds."""
+    took 0.21-0.22 s with the full sort and 0.09 s this way, the same thresholds.
+    The list is built here, over the other values only: putting the zeros back into
+    the sorted column for ``_distinct``'s own loop ran 0.16 s (that loop then walks
+    every zero)."""
     m = col.shape[0]
     nz = 0
     neg = False
